@@ -5,6 +5,11 @@
 With ``eval.skill_prompt`` it also runs the ``skill_prompt`` baseline: each task is played once, the
 policy analyses its own episode, and the task is replayed with that skill in the prompt (rows with
 ``skill_prompt = True``; the paper's "*" rows).
+
+Metrics (``metrics.json`` and the tracker): ``eval/success_rate``, ``eval/<split>/success_rate`` and
+``eval/<split>/<task_type>/success_rate``; for environments with a partial task score (WebShop) the
+same keys with ``score`` (mean score in [0, 1]; the paper's WebShop "Score" is it x 100). Score keys
+exist only where episodes carry a score: no score is invented for success-only environments.
 """
 
 from __future__ import annotations
@@ -28,24 +33,33 @@ def to_eval_records(records: Sequence[StepRecord], method: str, checkpoint: str,
         r = steps[0]
         out.append(EvalRecord(method=method, env=r.env, split=r.split, task_id=r.task_id, task_type=r.task_type,
                               seed=r.seed, success=r.success, episode_return=r.episode_return,
-                              length=r.episode_length, skill_prompt=skill_prompt, checkpoint=checkpoint))
+                              length=r.episode_length, skill_prompt=skill_prompt, checkpoint=checkpoint,
+                              score=r.score))
     return out
 
 
 def success_table(rows: Sequence[EvalRecord]) -> dict[str, float]:
-    """success_rate overall, per split, per split/task_type (keys ``eval/...``), for rows without skills."""
+    """success_rate (and score, where episodes have one) overall, per split, per split/task_type (keys
+    ``eval/...``) for rows without skills; ``eval/skill_prompt/...`` for the skill-prompted rows."""
     plain = [r for r in rows if not r.skill_prompt]
     metrics: dict[str, float] = {}
-    groups: dict[str, list[bool]] = {"eval/success_rate": [r.success for r in plain]}
+    groups: dict[str, list[float]] = {"eval/success_rate": [float(r.success) for r in plain]}
     for r in plain:
-        groups.setdefault(f"eval/{r.split}/success_rate", []).append(r.success)
-        groups.setdefault(f"eval/{r.split}/{r.task_type}/success_rate", []).append(r.success)
+        for scope in (f"eval/{r.split}", f"eval/{r.split}/{r.task_type}"):
+            groups.setdefault(f"{scope}/success_rate", []).append(float(r.success))
+            if r.score is not None:
+                groups.setdefault(f"{scope}/score", []).append(r.score)
+        if r.score is not None:
+            groups.setdefault("eval/score", []).append(r.score)
     for key, values in groups.items():
         metrics[key] = sum(values) / len(values) if values else 0.0
     metrics["eval/episodes"] = float(len(plain))
-    skilled = [r.success for r in rows if r.skill_prompt]
+    skilled = [r for r in rows if r.skill_prompt]
     if skilled:
-        metrics["eval/skill_prompt/success_rate"] = sum(skilled) / len(skilled)
+        metrics["eval/skill_prompt/success_rate"] = sum(r.success for r in skilled) / len(skilled)
+        scores = [r.score for r in skilled if r.score is not None]
+        if scores:
+            metrics["eval/skill_prompt/score"] = sum(scores) / len(scores)
     return metrics
 
 

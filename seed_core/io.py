@@ -2,6 +2,11 @@
 
 A file is written to ``<name>.tmp-<pid>`` and renamed into place, so a killed stage never leaves a
 half-written output that a rerun (or DVC) would take as complete.
+
+Schema evolution: a field typed ``X | None`` is a nullable column. A field with a default (added to a
+record after files were written, e.g. ``score``) may be absent from an older file; reading fills it
+with the default (``score`` -> ``None``: "not recorded", never a made-up value). A missing column
+without a default is a ``DataFileError`` telling to rerun the stage.
 """
 
 from __future__ import annotations
@@ -37,12 +42,22 @@ class DataFileError(RuntimeError):
     """A stage input is missing, truncated or has the wrong columns; the message names the file."""
 
 
+_OPTIONAL = " | None"
+
+
 def schema_of(record_type: type) -> pa.Schema:
-    """The explicit parquet schema of a record dataclass (field order = column order)."""
+    """The explicit parquet schema of a record dataclass (field order = column order; ``X | None`` is nullable)."""
     fields = []
     for f in dataclasses.fields(record_type):
-        fields.append(pa.field(f.name, _ARROW_TYPES[f.type], nullable=False))
+        optional = isinstance(f.type, str) and f.type.endswith(_OPTIONAL)
+        base = f.type[: -len(_OPTIONAL)] if optional else f.type
+        fields.append(pa.field(f.name, _ARROW_TYPES[base], nullable=optional))
     return pa.schema(fields)
+
+
+def _defaults(record_type: type) -> dict[str, Any]:
+    """Fields with a plain default: the columns an older file may lack."""
+    return {f.name: f.default for f in dataclasses.fields(record_type) if f.default is not dataclasses.MISSING}
 
 
 SCHEMAS = {rt: schema_of(rt) for rt in (StepRecord, AnnotationRecord, EvalRecord)}
@@ -94,9 +109,14 @@ def read_table(path: str | Path, record_type: type) -> pa.Table:
         table = pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as err:
         raise DataFileError(f"{path} is not a readable parquet file ({err}); delete it and rerun its stage") from None
+    defaults = _defaults(record_type)
     missing = [n for n in schema.names if n not in table.column_names]
-    if missing:
-        raise DataFileError(f"{path} lacks columns {missing} of {record_type.__name__}; rerun its stage")
+    required = [n for n in missing if n not in defaults]
+    if required:
+        raise DataFileError(f"{path} lacks columns {required} of {record_type.__name__}; rerun its stage")
+    for name in missing:  # written before the field existed: fill with its default
+        column = schema.field(name)
+        table = table.append_column(column, pa.array([defaults[name]] * table.num_rows, type=column.type))
     return table.select(schema.names)
 
 

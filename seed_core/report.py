@@ -4,10 +4,14 @@ Inputs are the evaluation episodes (``episodes.parquet``, one ``EvalRecord`` per
 method and the RL ``curve.csv`` (one row per round) of every algorithm. Outputs, all in ``out_dir``:
 
 - ``table.csv``: long format, one row per method x env x split x task type (plus an ``all`` row):
-  success_rate, episodes, seeds, mean_return.
+  success_rate, score, episodes, seeds, mean_return. ``score`` is the mean partial task score in
+  [0, 1] of the episodes that have one (WebShop's purchase score) and empty for environments
+  without one (success-only: ALFWorld, Search-QA, Sokoban, EZPoints).
 - ``table.md``: per (env, split) the layout of the OPID/SDAR main table (seed-algorithm.md §5.1):
   rows = methods, columns = task types and ``Avg`` in percent, then episodes and seeds, headed by
   an honest note saying which preset produced it and that small runs are not the paper's numbers.
+  An (env, split) whose episodes carry a score (WebShop) gets the paper's two WebShop columns instead
+  of ``Avg``: ``Score`` (mean score x 100) and ``Succ`` (success rate x 100).
 - ``curve_success.png`` / ``curve_losses.png``: training success and the loss terms per RL round (the
   ``rollout/...`` and ``rl/...`` columns of ``curve.csv``), one line per method.
 
@@ -39,6 +43,10 @@ TASK_TYPE_LABELS = {
 }
 """Column names of the paper's ALFWorld table; other task types keep their own label."""
 
+SCORE_NOTE = ("Score = mean task score (0-1, WebShop's purchase score) x 100; Succ and the task-type "
+              "columns = success rate (%), success = score 1.")
+"""Line above a table with a Score column (the paper's "WS Score" / "WS Succ")."""
+
 SUCCESS_COLUMN = "rollout/success_rate"
 """Curve column drawn in ``curve_success.png``: training success of each round's on-policy rollouts."""
 LOSS_COLUMNS = ("rl/pg_loss", "rl/kl_loss", "rl/opd_loss", "rl/entropy", "rl/gate_mean", "rl/gate_active_ratio",
@@ -69,25 +77,35 @@ def summarize(episodes: pd.DataFrame) -> pd.DataFrame:
 
 
 def _aggregate(groups: Any) -> pd.DataFrame:
-    return groups.agg(success_rate=("success", "mean"), episodes=("success", "size"),
+    """success_rate, score (mean over the episodes with one; NaN when none has), episodes, seeds, mean_return."""
+    return groups.agg(success_rate=("success", "mean"), score=("score", "mean"), episodes=("success", "size"),
                       seeds=("seed", "nunique"), mean_return=("episode_return", "mean")).reset_index()
+
+
+def _percent(value: float) -> str:
+    return "-" if pd.isna(value) else f"{100 * value:.1f}"
 
 
 def paper_table(table: pd.DataFrame, env: str, split: str) -> str:
     """Markdown of one (env, split): rows = methods, columns = task types (when more than one) + Avg
-    (success %), episodes, seeds."""
+    (success %), episodes, seeds; ``Score`` (mean score x 100) + ``Succ`` (success %) instead of Avg when
+    the episodes carry a partial task score (WebShop)."""
     part = table[(table["env"] == env) & (table["split"] == split)]
     paper_order = list(TASK_TYPE_LABELS)
     types = sorted(set(part["task_type"]) - {"all"},
                    key=lambda t: (paper_order.index(t) if t in paper_order else len(paper_order), t))
     if len(types) == 1:  # one task type (Sokoban, EZPoints): its column would repeat Avg
         types = []
-    header = ["Method"] + [TASK_TYPE_LABELS.get(t, t or "-") for t in types] + ["Avg", "episodes", "seeds"]
+    scored = bool(part["score"].notna().any())
+    overall_columns = ["Score", "Succ"] if scored else ["Avg"]
+    header = ["Method"] + [TASK_TYPE_LABELS.get(t, t or "-") for t in types] + overall_columns + ["episodes", "seeds"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for method, rows in part.groupby("method", sort=False):
         cell = dict(zip(rows["task_type"], rows["success_rate"]))
         overall = rows[rows["task_type"] == "all"].iloc[0]
-        values = [f"{100 * cell[t]:.1f}" if t in cell else "-" for t in types + ["all"]]
+        values = [_percent(cell.get(t, float("nan"))) for t in types]
+        values += [_percent(overall["score"])] if scored else []
+        values.append(_percent(overall["success_rate"]))
         lines.append("| " + " | ".join([str(method), *values, str(overall["episodes"]),
                                          str(overall["seeds"])]) + " |")
     return "\n".join(lines)
@@ -103,8 +121,11 @@ def render_markdown(table: pd.DataFrame, cfg: SeedConfig) -> str:
         "These numbers show the pipeline works end to end; they are not the paper's results, which need "
         "the paper presets (presets/) on GPUs.",
     ]
-    for (env, split), _ in table.groupby(["env", "split"], sort=False):
-        out += ["", f"## {env} / {split}", "", paper_table(table, env, split)]
+    for (env, split), part in table.groupby(["env", "split"], sort=False):
+        out += ["", f"## {env} / {split}", ""]
+        if part["score"].notna().any():
+            out += [SCORE_NOTE, ""]
+        out.append(paper_table(table, env, split))
     return "\n".join(out) + "\n"
 
 
@@ -152,12 +173,16 @@ def _plot(curves: pd.DataFrame, columns: list[str], path: Path) -> Path:
 
 def run_report(eval_dirs: dict[str, Path], rl_dirs: dict[str, Path], out_dir: Path,
                cfg: SeedConfig) -> dict[str, float]:
-    """Write table.csv, table.md and the curve PNGs; return ``<method>/<env>/<split>/success_rate``."""
+    """Write table.csv, table.md and the curve PNGs; return ``<method>/<env>/<split>/success_rate`` and, where
+    the episodes carry a task score, ``<method>/<env>/<split>/score``."""
     out_dir = Path(out_dir)
     table = summarize(load_episodes(eval_dirs))
     atomic_write_text(out_dir / "table.csv", table.to_csv(index=False, float_format="%.4f"))
     atomic_write_text(out_dir / "table.md", render_markdown(table, cfg))
     plot_curves(load_curves(rl_dirs), out_dir)
-    overall = table[table["task_type"] == "all"]
-    return {f"{r.method}/{r.env}/{r.split}/success_rate": float(r.success_rate)
-            for r in overall.itertuples()}
+    metrics: dict[str, float] = {}
+    for r in table[table["task_type"] == "all"].itertuples():
+        metrics[f"{r.method}/{r.env}/{r.split}/success_rate"] = float(r.success_rate)
+        if not pd.isna(r.score):
+            metrics[f"{r.method}/{r.env}/{r.split}/score"] = float(r.score)
+    return metrics

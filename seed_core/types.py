@@ -1,6 +1,13 @@
 """The data contract between stages (DESIGN §4): tasks, step records, annotations, evaluation rows.
 
 Records are frozen dataclasses; ``seed_core.io`` writes them as parquet with an explicit schema.
+
+Partial task score: an environment whose tasks have a graded outcome (WebShop's purchase score r in
+[0, 1]) reports it as ``StepResult.info[SCORE_INFO_KEY]``; the episode's score is the last value
+reported (WebShop reports r on the buying step, 0 before). It travels as ``StepRecord.score`` and
+``EvalRecord.score`` and becomes the paper's WebShop "Score" (mean x 100). Environments without a
+graded outcome (ALFWorld, Search-QA, Sokoban, EZPoints) report none: their ``score`` is ``None``
+(no 0/1 score is derived from success), so no Score metric or column exists for them.
 """
 
 from __future__ import annotations
@@ -29,6 +36,10 @@ class ParsedAction:
     valid: bool
 
 
+SCORE_INFO_KEY = "task_score"
+"""``StepResult.info`` key of an environment's partial task score in [0, 1] (verl-agent's name)."""
+
+
 @dataclass(frozen=True)
 class StepResult:
     observation: str
@@ -36,6 +47,12 @@ class StepResult:
     done: bool
     won: bool
     info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def score(self) -> float | None:
+        """The partial task score this step reports (``info[SCORE_INFO_KEY]``), ``None`` when it reports none."""
+        value = self.info.get(SCORE_INFO_KEY)
+        return None if value is None else float(value)
 
 
 @dataclass(frozen=True)
@@ -74,6 +91,9 @@ class StepRecord:
     success: bool
     episode_length: int
     policy_version: str
+    score: float | None = None
+    """Episode-level partial task score in [0, 1] (WebShop), repeated on every step like ``episode_return``;
+    ``None`` for environments without one (module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -118,3 +138,5 @@ class EvalRecord:
     length: int
     skill_prompt: bool
     checkpoint: str
+    score: float | None = None
+    """The episode's partial task score in [0, 1] (WebShop's purchase score), ``None`` when the env has none."""

@@ -6,7 +6,8 @@
   ``num_test_goals`` goals, ``train`` = the rest (verl-agent: 0-499 validate, 500+ train);
   ``Task.task_type`` = the product category (beauty, electronics, fashion, food, furniture).
 * Reward (verl-agent ``webshop/envs.py``): the purchase score r in [0, 1] (``seed_core.webshop.reward``)
-  goes to ``info["task_score"]`` (the paper's Score = mean r x 100); the training reward is 10 on the
+  goes to ``info["task_score"]`` (``types.SCORE_INFO_KEY``; carried as ``StepRecord.score`` /
+  ``EvalRecord.score``, the paper's Score = mean r x 100); the training reward is 10 on the
   step that buys with r == 1 (success, the paper's Succ), else 0. The episode ends on ``buy now`` or
   after ``env.max_steps`` (15) steps.
 * Prompt (verl-agent WebShop template, paraphrased): role, "Your task is to: <instruction>." (the skill
@@ -32,7 +33,7 @@ from seed_core.config import EnvConfig, WebShopConfig, project_root
 from seed_core.data_gen.webshop_catalog import CATEGORIES, CatalogSpec, generate_catalog
 from seed_core.envs import ENVS
 from seed_core.envs.prompt_parts import history_block, project_action_tag
-from seed_core.types import HistoryItem, ParsedAction, StepResult, Task
+from seed_core.types import SCORE_INFO_KEY, HistoryItem, ParsedAction, StepResult, Task
 from seed_core.webshop.catalog import Catalog, Goal, read_catalog
 from seed_core.webshop.sim import SEP, ShopSearch, WebShopSim, split_action
 
@@ -146,7 +147,7 @@ class WebShopEnv:
         raw, score, bought = self.engine.step(action)
         won = bought and score >= 1.0 - 1e-9
         self._done = bought or self._steps >= self.cfg.max_steps
-        info = {"task_score": score, "admissible": admissible, "bought": bought, "task_type": self._task.task_type}
+        info = {SCORE_INFO_KEY: score, "admissible": admissible, "bought": bought, "task_type": self._task.task_type}
         return StepResult(page_text(raw, self.engine.instruction), WIN_REWARD if won else 0.0, self._done, won, info)
 
     def task_description(self) -> str:

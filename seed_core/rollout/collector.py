@@ -4,6 +4,10 @@ Every environment step becomes one ``StepRecord`` (seed-algorithm.md §1.1): the
 template over a window of the last ``history_length`` (observation, action) pairs, the response is the
 model's generation for that step only. The ``group_size`` episodes of a task share ``group_id`` and
 seed (they play the same game); finished episodes stop early and leave the batch.
+
+Episode-level fields repeated on every step: ``episode_return`` (sum of rewards), ``success`` (won at
+any step), ``episode_length`` and ``score`` (the last partial task score the env reported, e.g.
+WebShop's purchase score; ``None`` for envs that report none, see ``seed_core.types``).
 """
 
 from __future__ import annotations
@@ -31,12 +35,13 @@ class _Episode:
     steps: list[dict[str, Any]] = field(default_factory=list)
     done: bool = False
     won: bool = False
+    score: float | None = None
 
 
 def _finish(ep: _Episode) -> list[StepRecord]:
     episode_return = float(sum(s["reward"] for s in ep.steps))
     return [
-        StepRecord(**s, episode_return=episode_return, success=ep.won, episode_length=len(ep.steps))
+        StepRecord(**s, episode_return=episode_return, success=ep.won, episode_length=len(ep.steps), score=ep.score)
         for s in ep.steps
     ]
 
@@ -103,6 +108,7 @@ def rollout(
             ep.history.append(HistoryItem(step=t, observation=ep.observation, action=parsed.action))
             ep.observation = result.observation
             ep.won = ep.won or result.won
+            ep.score = result.score if result.score is not None else ep.score
             ep.done = done
         bar.update(1)
         bar.set_postfix(active=len(active), won=sum(ep.won for ep in episodes))
@@ -121,13 +127,14 @@ def group_by_trajectory(records: Sequence[StepRecord]) -> dict[str, list[StepRec
 
 
 def rollout_metrics(records: Sequence[StepRecord], prefix: str) -> dict[str, float]:
-    """Episode-level success/return/length and step-level format validity."""
+    """Episode-level success/return/length, step-level format validity, and ``<prefix>/score`` (mean
+    partial task score) only when the episodes carry one (WebShop)."""
     trajs = group_by_trajectory(records)
     if not trajs:
         return {f"{prefix}/episodes": 0.0}
     firsts = [steps[0] for steps in trajs.values()]
     n = len(firsts)
-    return {
+    metrics = {
         f"{prefix}/episodes": float(n),
         f"{prefix}/success_rate": sum(r.success for r in firsts) / n,
         f"{prefix}/mean_return": sum(r.episode_return for r in firsts) / n,
@@ -135,3 +142,7 @@ def rollout_metrics(records: Sequence[StepRecord], prefix: str) -> dict[str, flo
         f"{prefix}/format_valid_rate": sum(r.format_valid for r in records) / len(records),
         f"{prefix}/response_tokens": float(sum(len(r.response_ids) for r in records)),
     }
+    scores = [r.score for r in firsts if r.score is not None]
+    if scores:
+        metrics[f"{prefix}/score"] = sum(scores) / len(scores)
+    return metrics

@@ -21,6 +21,7 @@ def play_expert(env_cfg: EnvConfig, tasks: Sequence[Task], policy_version: str =
         history: list[HistoryItem] = []
         steps: list[dict] = []
         won = False
+        score: float | None = None
         for t in range(env_cfg.max_steps):
             window = history[-env_cfg.history_length:] if env_cfg.history_length > 0 else []
             prompt = env.build_prompt(obs, window, t)
@@ -38,8 +39,10 @@ def play_expert(env_cfg: EnvConfig, tasks: Sequence[Task], policy_version: str =
             history.append(HistoryItem(step=t, observation=obs, action=parsed.action))
             obs = result.observation
             won = won or result.won
+            score = result.score if result.score is not None else score
             if done:
                 break
         ret = float(sum(s["reward"] for s in steps))
-        records.extend(StepRecord(**s, episode_return=ret, success=won, episode_length=len(steps)) for s in steps)
+        records.extend(StepRecord(**s, episode_return=ret, success=won, episode_length=len(steps), score=score)
+                       for s in steps)
     return records

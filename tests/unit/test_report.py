@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from seed_core.config import SeedConfig
 from seed_core.io import write_records
-from seed_core.report import paper_table, run_report, summarize, load_episodes
+from seed_core.report import SCORE_NOTE, paper_table, run_report, summarize, load_episodes
 from seed_core.types import EvalRecord
 
 
@@ -78,12 +79,13 @@ def test_run_report_writes_table_and_curves(run_dirs, tmp_path: Path) -> None:
     assert metrics == {"grpo/alfworld/valid_seen/success_rate": pytest.approx(1 / 3),
                        "seed/alfworld/valid_seen/success_rate": pytest.approx(1.0)}
     csv = pd.read_csv(out / "table.csv")
-    assert list(csv.columns) == ["method", "env", "split", "task_type", "success_rate", "episodes", "seeds",
+    assert list(csv.columns) == ["method", "env", "split", "task_type", "success_rate", "score", "episodes", "seeds",
                                  "mean_return"]
     assert len(csv) == 6  # 2 methods x (2 task types + all)
+    assert csv["score"].isna().all()  # ALFWorld reports no partial score: the column stays empty
     md = (out / "table.md").read_text()
     assert "preset `unit-test`" in md and "not the paper's results" in md
-    assert "## alfworld / valid_seen" in md
+    assert "## alfworld / valid_seen" in md and "Score" not in md
     for png in ("curve_success.png", "curve_losses.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
 
@@ -97,3 +99,45 @@ def test_run_report_without_rl_curves_still_writes_both_plots(run_dirs, tmp_path
 def test_missing_episodes_file_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="episodes.parquet"):
         run_report({"grpo": tmp_path / "nope"}, {}, tmp_path / "reports", SeedConfig())
+
+
+def _webshop(method: str, outcomes: list[tuple[str, float | None, bool]]) -> list[EvalRecord]:
+    return [EvalRecord(method=method, env="webshop", split="test", task_id=f"w{i}", task_type=category, seed=i,
+                       success=ok, episode_return=10.0 * ok, length=6, skill_prompt=False, checkpoint="c",
+                       score=score)
+            for i, (category, score, ok) in enumerate(outcomes)]
+
+
+def test_webshop_rows_show_score_and_success_and_sokoban_rows_no_score(tmp_path: Path) -> None:
+    # grpo: electronics scores 1.0 (success) and 0.75, beauty 0.25 and 0.0 -> Score 2.0/4 = 50.0, Succ 1/4 = 25.0;
+    # its sokoban episodes (1 of 2 solved) have no score.
+    # vanilla: an old-format file (no score column) -> its Score cell is "-", Succ 1/2.
+    grpo = _webshop("grpo", [("electronics", 1.0, True), ("electronics", 0.75, False), ("beauty", 0.25, False),
+                              ("beauty", 0.0, False)])
+    grpo += [EvalRecord(method="grpo", env="sokoban", split="test", task_id=f"s{i}", task_type="sokoban", seed=i,
+                        success=i == 0, episode_return=0.0, length=3, skill_prompt=False, checkpoint="c")
+             for i in range(2)]
+    write_records(grpo, tmp_path / "grpo" / "episodes.parquet", EvalRecord)
+    vanilla = write_records(_webshop("vanilla", [("beauty", 0.5, False), ("electronics", 1.0, True)]),
+                            tmp_path / "vanilla" / "episodes.parquet", EvalRecord)
+    pq.write_table(pq.read_table(vanilla).drop(["score"]), vanilla)
+    out = tmp_path / "reports"
+    metrics = run_report({"grpo": tmp_path / "grpo", "vanilla": tmp_path / "vanilla"}, {}, out, SeedConfig())
+
+    assert metrics["grpo/webshop/test/score"] == pytest.approx(0.5)
+    assert metrics["grpo/webshop/test/success_rate"] == pytest.approx(0.25)
+    assert "grpo/sokoban/test/score" not in metrics and "vanilla/webshop/test/score" not in metrics
+    md = (out / "table.md").read_text()
+    webshop = md.split("## webshop / test\n\n")[1].split("\n\n## ")[0].splitlines()
+    assert webshop[0] == SCORE_NOTE
+    assert webshop[2] == "| Method | beauty | electronics | Score | Succ | episodes | seeds |"
+    assert webshop[4] == "| vanilla | 0.0 | 100.0 | - | 50.0 | 2 | 2 |"
+    assert webshop[5] == "| grpo | 0.0 | 50.0 | 50.0 | 25.0 | 4 | 4 |"
+    sokoban = md.split("## sokoban / test\n\n")[1].splitlines()
+    assert sokoban[0] == "| Method | Avg | episodes | seeds |" and sokoban[2] == "| grpo | 50.0 | 2 | 2 |"
+    csv = pd.read_csv(out / "table.csv").set_index(["method", "env", "task_type"])
+    assert csv.loc[("grpo", "webshop", "all"), "score"] == pytest.approx(0.5)
+    assert csv.loc[("grpo", "webshop", "electronics"), "score"] == pytest.approx(0.875)
+    assert csv.loc[("grpo", "webshop", "beauty"), "score"] == pytest.approx(0.125)
+    assert pd.isna(csv.loc[("grpo", "sokoban", "all"), "score"])
+    assert pd.isna(csv.loc[("vanilla", "webshop", "all"), "score"])

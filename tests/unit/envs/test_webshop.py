@@ -145,6 +145,7 @@ def test_buying_without_options_scores_the_documented_partial(env: WebShopEnv) -
     expected = (len(goal.attributes) + 0 + 1) / (len(goal.attributes) + len(goal.goal_options) + 1)
     assert result.done and not result.won and result.reward == 0.0
     assert result.info["task_score"] == pytest.approx(expected) and expected < 1
+    assert result.score == pytest.approx(expected)  # StepResult.score reads info["task_score"]
 
 
 def test_malformed_actions_are_invalid_noops_with_the_penalty(env: WebShopEnv) -> None:

@@ -42,6 +42,7 @@ def test_groups_share_task_and_seed_and_episodes_stop_at_max_steps():
     assert all(r.group_id.startswith("r0:") and r.policy_version == "v0" for r in records)
     m = rollout_metrics(records, "rollout")
     assert m["rollout/episodes"] == 6 and m["rollout/response_tokens"] == 3 * len(records)
+    assert all(r.score is None for r in records) and "rollout/score" not in m  # Sokoban has no partial score
 
 
 def test_finished_episodes_leave_the_batch_and_history_is_windowed():
