@@ -77,6 +77,8 @@ class Policy:
     tokenizer: PreTrainedTokenizerBase
     device: torch.device
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    source: Path | None = None
+    """The directory the weights were loaded from (a serving engine such as vLLM loads the same files)."""
 
 
 def resolve_model_path(path: str | Path) -> Path:
@@ -126,7 +128,7 @@ def load_policy(cfg: ModelConfig, path: str | Path | None = None, *, trainable: 
         enable()
     if not trainable:
         model.eval().requires_grad_(False)
-    return Policy(model, tokenizer, device, dict(cfg.chat_template_kwargs))
+    return Policy(model, tokenizer, device, dict(cfg.chat_template_kwargs), source=model_dir)
 
 
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, text: str,

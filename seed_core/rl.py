@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +46,6 @@ def _start_checkpoint(out_dir: Path, round_idx: int, init_checkpoint: Path) -> P
     return prev / "checkpoint"
 
 
-def _make_accelerator(cfg: SeedConfig) -> Any:
-    from accelerate import Accelerator
-
-    return Accelerator(cpu=cfg.model.device == "cpu")
-
-
 def run_rl_round(
     cfg: SeedConfig,
     round_idx: int,
@@ -67,8 +62,17 @@ def run_rl_round(
     from seed_core.models import load_policy
     from seed_core.rollout.backends import BACKENDS
     from seed_core.rollout.collector import group_by_trajectory, rollout, rollout_metrics
-    from seed_core.trainer.checkpoint import save_checkpoint
-    from seed_core.trainer.rl_step import build_samples, rl_update
+    from seed_core.trainer.distributed import Collective
+    from seed_core.trainer.rl_step import build_samples, gather_samples, rl_update
+    from seed_core.trainer.scale import (
+        ADAPTER_DIR,
+        apply_lora,
+        is_fsdp,
+        load_optimizer,
+        make_accelerator,
+        prepare_reference,
+        save_policy,
+    )
 
     tracker = tracker or NullTracker()
     out_dir = Path(out_dir)
@@ -82,15 +86,24 @@ def run_rl_round(
     seed = task_seed(cfg, "rl", round_idx)
     torch.manual_seed(seed)
 
-    policy = load_policy(cfg.model, start)
+    accelerator = make_accelerator(cfg.model)
+    comm = Collective(accelerator)
+    if is_fsdp(accelerator) and cfg.generation.backend == "hf":
+        raise RuntimeError("FSDP shards the policy, so hf generate cannot run on it; use generation.backend: vllm "
+                           "with FSDP, or a DDP/1-GPU accelerate config with the hf backend")
+    adapter = start / ADAPTER_DIR if cfg.model.lora_rank > 0 and (start / ADAPTER_DIR).is_dir() else None
+    # LoRA resumes as base + saved adapter (optimizer moments stay attached); `start` holds the merged weights
+    policy = replace(load_policy(cfg.model, init_checkpoint if adapter else start), source=start)
+    policy.model = apply_lora(policy.model, cfg.model, adapter)
     ref = load_policy(cfg.model, init_checkpoint, trainable=False).model if cfg.rl.kl_coef > 0 else None
-    optimizer = torch.optim.AdamW(policy.model.parameters(), lr=cfg.rl.lr, betas=(0.9, 0.999),
-                                  weight_decay=cfg.rl.weight_decay)
-    if (start / "optimizer.pt").is_file():
-        optimizer.load_state_dict(torch.load(start / "optimizer.pt", map_location="cpu"))
-    accelerator = _make_accelerator(cfg)
+    optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=cfg.rl.lr,
+                                  betas=(0.9, 0.999), weight_decay=cfg.rl.weight_decay)
     policy.model, optimizer = accelerator.prepare(policy.model, optimizer)
-    backend = BACKENDS.get(cfg.generation.backend)(policy, cfg.generation)
+    load_optimizer(accelerator, optimizer, start)
+    ref = prepare_reference(accelerator, ref) if ref is not None else None
+    # generation runs on the plain module (DDP wraps only forward/backward); same parameters, no copy
+    backend = BACKENDS.get(cfg.generation.backend)(replace(policy, model=accelerator.unwrap_model(policy.model)),
+                                                   cfg.generation)
     env = make_env(cfg.env)
     all_tasks = env.make_tasks("train", cfg.rl.tasks_per_round, seed=seed)
     tasks = all_tasks[accelerator.process_index::accelerator.num_processes]
@@ -115,7 +128,9 @@ def run_rl_round(
     skills = skills_by_traj(annotations)
 
     encode = make_encoder(policy.tokenizer, policy.chat_template_kwargs, cfg.generation.max_prompt_tokens)
-    samples = build_samples(records, skills, encode, cfg.env.invalid_action_penalty, insert_episode_skill)
+    # every rank trains on the whole batch (split evenly inside rl_update), so GRPO groups stay whole
+    samples = gather_samples(
+        build_samples(records, skills, encode, cfg.env.invalid_action_penalty, insert_episode_skill), comm)
     pad_id = policy.tokenizer.pad_token_id
     metrics.update(rl_update(policy.model, optimizer, samples, cfg=cfg.rl, algorithm=algorithm, pad_id=pad_id,
                              ref_model=ref, accelerator=accelerator, seed=seed))
@@ -133,7 +148,8 @@ def run_rl_round(
     if accelerator.is_main_process:
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
-        save_checkpoint(accelerator.unwrap_model(policy.model), policy.tokenizer, work / "checkpoint", optimizer)
+    save_policy(accelerator, policy.model, policy.tokenizer, work / "checkpoint", optimizer)
+    if accelerator.is_main_process:
         write_records(all_records, work / "trajectories.parquet", StepRecord)
         write_records(all_notes, work / "annotations.parquet", AnnotationRecord)
         write_tasks(all_tasks, work / "tasks.json")

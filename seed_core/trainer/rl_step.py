@@ -29,6 +29,7 @@ from seed_core.losses import (
     opid_shaped_advantages,
     step_scores,
 )
+from seed_core.trainer.distributed import Collective, pad_micro, rank_slice, split_micro
 from seed_core.trainer.logprobs import pack_sequences, pad_rows, response_logprobs, score_in_chunks
 
 
@@ -64,28 +65,68 @@ def compute_reference_logprobs(
     micro_batch_size: int,
     needs_teacher: bool,
     needs_old: bool = True,
+    comm: Collective | None = None,
 ) -> dict[str, list[torch.Tensor]]:
     """The no-grad passes: old (+ teacher, batched together) with the policy, then ref with the reference.
 
     ``needs_old=False`` (one optimizer step per iteration) skips the old pass: the trainer then uses the
-    detached current log-probs, which are equal because the weights have not moved yet.
+    detached current log-probs, which are equal because the weights have not moved yet. With several ranks
+    each scores an equal share of the samples (the same number of forward passes everywhere, as FSDP
+    needs; short shares are padded with real rows whose results are dropped) and the results are gathered.
+    Returns one list per pass in sample order; ``teacher[i]`` is zeros for samples without a skill.
     """
-    n = len(samples) if needs_old else 0
-    prompts: list[list[int]] = list(samples.prompt_ids) if needs_old else []
-    responses: list[list[int]] = list(samples.response_ids) if needs_old else []
-    teacher_rows = [i for i, p in enumerate(samples.teacher_prompt_ids) if p is not None] if needs_teacher else []
-    for i in teacher_rows:
-        prompts.append(samples.teacher_prompt_ids[i])  # type: ignore[arg-type]
-        responses.append(samples.response_ids[i])  # exactly the sampled ids
+    comm = comm or Collective()
+    n = len(samples)
+    share = rank_slice(list(range(n)), comm.rank, comm.world)
+    rows = share.index
+    teacher_rows = [i for i in rows if samples.teacher_prompt_ids[i] is not None] if needs_teacher else []
+    width = comm.max_int(len(teacher_rows)) if needs_teacher else 0
+    if width > len(teacher_rows):  # another rank has more teacher rows: pad with any teacher row
+        filler = next(i for i, p in enumerate(samples.teacher_prompt_ids) if p is not None)
+        teacher_rows += [filler] * (width - len(teacher_rows))
+    own_rows = rows if needs_old else []
+    prompts = [samples.prompt_ids[i] for i in own_rows] + [samples.teacher_prompt_ids[i] for i in teacher_rows]
+    responses = [samples.response_ids[i] for i in own_rows + teacher_rows]  # exactly the sampled ids
     scored = score_in_chunks(policy_model, prompts, responses, pad_id, micro_batch_size) if prompts else []
-    out = {"old": scored[:n]} if needs_old else {}
-    teacher = [torch.zeros(len(r)) for r in samples.response_ids]
-    for k, i in enumerate(teacher_rows):
-        teacher[i] = scored[n + k]
-    out["teacher"] = teacher
+    values: dict[str, dict[int, torch.Tensor]] = {
+        "teacher": {i: scored[len(own_rows) + k] for k, i in enumerate(teacher_rows)}}
+    if needs_old:
+        values["old"] = dict(zip(rows, scored))
     if ref_model is not None:
-        out["ref"] = score_in_chunks(ref_model, samples.prompt_ids, samples.response_ids, pad_id, micro_batch_size)
+        values["ref"] = dict(zip(rows, score_in_chunks(ref_model, [samples.prompt_ids[i] for i in rows],
+                                                       [samples.response_ids[i] for i in rows], pad_id,
+                                                       micro_batch_size)))
+    real = set(share.real)
+    merged: dict[str, dict[int, torch.Tensor]] = {key: {} for key in values}
+    for part in comm.gather_lists([{key: {i: v for i, v in d.items() if i in real} for key, d in values.items()}]):
+        for key, d in part.items():
+            merged[key].update(d)
+    out = {key: [d[i] for i in range(n)] for key, d in merged.items() if key != "teacher"}
+    out["teacher"] = [merged["teacher"].get(i, torch.zeros(len(r))) for i, r in enumerate(samples.response_ids)]
     return out
+
+
+@dataclass
+class MicroLoss:
+    """One micro-batch's loss terms, each a token-mean over its own tokens (see ``distributed``)."""
+
+    token_loss: torch.Tensor
+    """L_PPO + kl_coef * KL - c_ent * H: token-means over the ``tokens`` response tokens."""
+    distill_loss: torch.Tensor | None
+    """opd_coef * L_OPD: token-mean over the ``teacher_tokens`` response tokens that have a teacher."""
+    tokens: float
+    teacher_tokens: float
+
+    def local(self) -> torch.Tensor:
+        """The loss of this micro-batch on its own: L_tok + opd_coef * L_OPD."""
+        return self.token_loss if self.distill_loss is None else self.token_loss + self.distill_loss
+
+    def global_share(self, total_tokens: float, total_teacher_tokens: float) -> torch.Tensor:
+        """(n_k / N) L_tok + (n_k^T / N^T) opd_coef * L_OPD: this micro-batch's part of the mini-batch token-mean."""
+        out = self.token_loss * (self.tokens / max(total_tokens, 1.0))
+        if self.distill_loss is not None and total_teacher_tokens > 0:
+            out = out + self.distill_loss * (self.teacher_tokens / total_teacher_tokens)
+        return out
 
 
 def micro_batch_loss(
@@ -99,17 +140,22 @@ def micro_batch_loss(
     cfg: RLConfig,
     algorithm: Algorithm,
     beta: float,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """L = L_PPO(A) + kl_coef * KL_k3 - c_ent * H + opd_coef * L_OPD on the samples ``idx`` (current weights)."""
+    keep: list[bool] | None = None,
+) -> tuple[MicroLoss, dict[str, float]]:
+    """L = L_PPO(A) + kl_coef * KL_k3 - c_ent * H + opd_coef * L_OPD on the samples ``idx`` (current weights).
+
+    Rows with ``keep[i] = False`` are padding: their tokens are masked out of every term.
+    """
     batch = pack_sequences([samples.prompt_ids[i] for i in idx], [samples.response_ids[i] for i in idx], pad_id)
     T = batch.response_ids.shape[1]
     logprobs, entropy = response_logprobs(model, batch, with_entropy=cfg.entropy_coef > 0)  # (B, T)
     dev = logprobs.device
-    mask = batch.response_mask.to(dev)
+    row_keep = torch.tensor(keep if keep is not None else [True] * len(idx), dtype=torch.float32, device=dev)
+    mask = batch.response_mask.to(dev) * row_keep.unsqueeze(1)
     # on-policy shortcut: with one optimizer step per iteration theta == theta_old here, so l_old = sg(l_theta)
     old = pad_rows([scored["old"][i] for i in idx], T).to(dev) if "old" in scored else logprobs.detach()
     teacher = pad_rows([scored["teacher"][i] for i in idx], T).to(dev)
-    tmask = samples.teacher_mask[idx].to(dev)  # (B,)
+    tmask = samples.teacher_mask[idx].to(dev) * row_keep  # (B,)
     token_adv = adv[idx].to(dev).unsqueeze(1) * mask  # (B, T): the step's advantage on every response token
     if algorithm.opid_shaping:
         token_adv = opid_shaped_advantages(token_adv, teacher, old, mask, tmask, coef=cfg.opid_coef)
@@ -126,11 +172,21 @@ def micro_batch_loss(
         ent, ent_metrics = entropy_bonus(entropy, mask)
         loss = loss - cfg.entropy_coef * ent
         metrics.update(ent_metrics)
+    distill = None
     if algorithm.distill:
         opd_loss, opd_metrics = DISTILL_LOSSES.get(cfg.distill_loss)(inp, beta=beta)
-        loss = loss + cfg.opd_coef * opd_loss
+        distill = cfg.opd_coef * opd_loss
         metrics.update(opd_metrics)
-    return loss, metrics
+    tokens = float(mask.sum())
+    teacher_tokens = float((mask * tmask.unsqueeze(1)).sum())
+    return MicroLoss(loss, distill, tokens, teacher_tokens), metrics
+
+
+def _mini_batch_totals(samples: RLSamples, mini: list[int]) -> tuple[float, float]:
+    """(N, N^T): response tokens of the whole mini-batch (all ranks), and those that have a teacher."""
+    tokens = sum(len(samples.response_ids[i]) for i in mini)
+    teacher = sum(len(samples.response_ids[i]) for i in mini if samples.teacher_prompt_ids[i] is not None)
+    return float(tokens), float(teacher)
 
 
 def rl_update(
@@ -145,63 +201,100 @@ def rl_update(
     accelerator: Any = None,
     seed: int = 0,
 ) -> dict[str, float]:
-    """Advantages + scoring passes + ``ppo_epochs`` x mini-batches of clipped updates; returns ``rl/...`` metrics."""
+    """Advantages + scoring passes + ``ppo_epochs`` x mini-batches of clipped updates; returns ``rl/...`` metrics.
+
+    ``samples`` is the *global* batch (the same on every rank). Each optimizer step minimises the token-mean
+    over its whole mini-batch (``distributed``), so 1 and P processes, and any micro-batching, give the same
+    loss and update. ``rl/total_loss`` is that mini-batch loss, averaged over the optimizer steps.
+    """
     if len(samples) == 0:
         return {"rl/skipped_empty_batch": 1.0, "rl/samples": 0.0}
+    comm = Collective(accelerator)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     adv = ADVANTAGES.get(cfg.advantage)(samples.scores, samples.group_ids)  # (N,)
     single_step = cfg.ppo_epochs == 1 and len(samples) <= cfg.mini_batch_size
     scored = compute_reference_logprobs(
         model, ref_model if cfg.kl_coef > 0 else None, samples, pad_id, cfg.micro_batch_size,
-        algorithm.needs_teacher, needs_old=not single_step,
+        algorithm.needs_teacher, needs_old=not single_step, comm=comm,
     )
     timings["time/logprob_passes_s"] = time.perf_counter() - t0
     beta = cfg.gate_beta if algorithm.gate_beta is None else algorithm.gate_beta
+    lengths = [len(p) + len(r) for p, r in zip(samples.prompt_ids, samples.response_ids)]
 
     t1 = time.perf_counter()
     model.train()
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)  # same permutation on every rank
     sums: dict[str, float] = {}
     n_micro = 0
+    losses: list[float] = []
+    grad_norms: list[float] = []
     skipped_steps = 0
-    n_steps = 0
     for _ in range(cfg.ppo_epochs):
         perm = torch.randperm(len(samples), generator=gen).tolist()
         for m0 in range(0, len(perm), cfg.mini_batch_size):
             mini = perm[m0:m0 + cfg.mini_batch_size]
-            micros = [mini[k:k + cfg.micro_batch_size] for k in range(0, len(mini), cfg.micro_batch_size)]
+            total, total_teacher = _mini_batch_totals(samples, mini)
+            micros = split_micro(rank_slice(mini, comm.rank, comm.world), lengths, cfg.micro_batch_size,
+                                 cfg.micro_batch_tokens)
+            micros = pad_micro(micros, comm.max_int(len(micros)), filler=mini[0])
             optimizer.zero_grad(set_to_none=True)
-            for idx in micros:
-                loss, metrics = micro_batch_loss(model, samples, idx, scored, adv, pad_id=pad_id, cfg=cfg,
-                                                 algorithm=algorithm, beta=beta)
-                metrics["total_loss"] = float(loss.detach())
-                scaled = loss / len(micros)
+            share_sum = 0.0
+            for rows in micros:
+                part, metrics = micro_batch_loss(model, samples, rows.index, scored, adv, pad_id=pad_id, cfg=cfg,
+                                                 algorithm=algorithm, beta=beta, keep=rows.keep)
+                share = part.global_share(total, total_teacher)
+                scaled = share * comm.world  # DDP / FSDP average the gradients over ranks
                 if accelerator is not None:
                     accelerator.backward(scaled)
                 else:
                     scaled.backward()
-                _sum_metrics(sums, metrics)
-                n_micro += 1
+                share_sum += float(share.detach())
+                if part.tokens > 0:  # padding micro-batches carry no metrics
+                    _sum_metrics(sums, metrics)
+                    n_micro += 1
+            losses.append(comm.sum_float(share_sum))
             clip = accelerator.clip_grad_norm_ if accelerator is not None else torch.nn.utils.clip_grad_norm_
             grad_norm = float(clip(model.parameters(), cfg.grad_clip))
-            n_steps += 1
             if math.isfinite(grad_norm):
                 optimizer.step()
-                sums["grad_norm"] = sums.get("grad_norm", 0.0) + grad_norm
+                grad_norms.append(grad_norm)
             else:  # verl: a non-finite gradient skips the step instead of corrupting the weights
                 skipped_steps += 1
             optimizer.zero_grad(set_to_none=True)
     timings["time/update_s"] = time.perf_counter() - t1
-    out = {f"rl/{k}": v / max(n_micro, 1) for k, v in sums.items() if k != "grad_norm"}
-    out["rl/grad_norm"] = sums.get("grad_norm", 0.0) / max(n_steps - skipped_steps, 1)
-    out["rl/optimizer_steps"] = float(n_steps - skipped_steps)
+    out = _mean_over_ranks(comm, sums, n_micro)
+    out["rl/total_loss"] = sum(losses) / len(losses)
+    out["rl/grad_norm"] = sum(grad_norms) / max(len(grad_norms), 1)
+    out["rl/optimizer_steps"] = float(len(grad_norms))
     out["rl/skipped_nonfinite_steps"] = float(skipped_steps)
     out["rl/samples"] = float(len(samples))
     out["rl/teacher_sample_ratio"] = float(samples.teacher_mask.mean())
     out["rl/advantage_abs_mean"] = float(adv.abs().mean())
     out.update(timings)
     return out
+
+
+def _mean_over_ranks(comm: Collective, sums: dict[str, float], count: int) -> dict[str, float]:
+    """Per-micro-batch monitoring metrics (clip_frac, gate_mean, ...) averaged over all ranks' micro-batches."""
+    parts = comm.gather_lists([(sums, count)])
+    total = sum(c for _, c in parts)
+    keys = sorted({k for s, _ in parts for k in s})
+    return {f"rl/{k}": sum(s.get(k, 0.0) for s, _ in parts) / max(total, 1) for k in keys}
+
+
+def gather_samples(samples: RLSamples, comm: Collective) -> RLSamples:
+    """Every rank's samples concatenated in rank order (the same global batch on every rank)."""
+    parts = comm.gather_lists([samples])
+    if len(parts) == 1:
+        return parts[0]
+    return RLSamples(
+        prompt_ids=[p for s in parts for p in s.prompt_ids],
+        response_ids=[r for s in parts for r in s.response_ids],
+        teacher_prompt_ids=[t for s in parts for t in s.teacher_prompt_ids],
+        group_ids=[g for s in parts for g in s.group_ids],
+        scores=torch.cat([s.scores for s in parts]),
+    )
 
 
 def build_samples(

@@ -92,5 +92,30 @@ def test_on_policy_shortcut_equals_the_explicit_old_pass(tiny_policy):
     model.eval()
     l1, m1 = micro_batch_loss(model, s, [0, 1, 2], with_old, adv, pad_id=pad, cfg=cfg, algorithm=algo, beta=5.0)
     l2, m2 = micro_batch_loss(model, s, [0, 1, 2], without, adv, pad_id=pad, cfg=cfg, algorithm=algo, beta=5.0)
-    torch.testing.assert_close(l1, l2, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(l1.local(), l2.local(), atol=1e-5, rtol=1e-5)
     assert abs(m2["ratio_mean"] - 1.0) < 1e-6 and abs(m1["ratio_mean"] - 1.0) < 1e-4
+
+
+def _grads(model):
+    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+
+def test_mini_batch_loss_is_a_global_token_mean_whatever_the_micro_batching(tiny_policy):
+    """sum_k (n_k / N) L_k equals the token-mean over the whole mini-batch: 1 micro-batch of 3 rows, 3 of 1
+    row, or a 4-token budget all give the same loss and the same update (seed_core.trainer.distributed)."""
+    model, pad = tiny_policy.model, tiny_policy.tokenizer.pad_token_id
+    start = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    results = []
+    for micro, budget in ((3, 0), (1, 0), (8, 4)):
+        model.load_state_dict(start)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        cfg = RLConfig(mini_batch_size=8, micro_batch_size=micro, micro_batch_tokens=budget, kl_coef=0.0,
+                       entropy_coef=0.0)
+        m = rl_update(model, opt, _samples(), cfg=cfg, algorithm=ALGORITHMS.get("seed"), pad_id=pad)
+        results.append((m["rl/total_loss"], [p.detach().clone() for p in model.parameters()]))
+    model.load_state_dict(start)
+    for loss, params in results[1:]:
+        assert abs(loss - results[0][0]) < 1e-5
+        for a, b in zip(params, results[0][1]):
+            torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+    assert any(not torch.equal(a, start_v) for a, start_v in zip(results[0][1], start.values()))

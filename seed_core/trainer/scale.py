@@ -1,0 +1,118 @@
+"""How the trainers sit on devices: accelerate (1 process, DDP or FSDP), mixed precision, LoRA, checkpoints.
+
+The launcher decides the layout (``accelerate launch --config_file configs/accelerate/<layout>.yaml``);
+this module only adapts to it:
+
+* ``make_accelerator``: ``model.mixed_precision`` (``no`` defers to the launch config), CPU when
+  ``model.device == "cpu"``.
+* ``apply_lora``: peft LoRA on the policy when ``model.lora_rank > 0``; resuming reloads the adapter, so
+  optimizer moments stay attached to the same parameters.
+* ``prepare_reference``: the frozen KL reference is sharded like the policy under FSDP (never trained,
+  never wrapped in DDP), or just moved to the device.
+* ``save_policy``: every rank takes part in gathering the full state dict (FSDP needs all of them); the
+  main process writes a plain Hugging Face directory (LoRA merged in, its adapter kept in ``adapter/`` for
+  resuming). Optimizer state: ``optimizer.pt``, or one ``optimizer.rank<r>.pt`` per rank under FSDP
+  (sharded; resume with the same number of processes).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from seed_core.config import ModelConfig
+
+ADAPTER_DIR = "adapter"
+
+
+def make_accelerator(model_cfg: ModelConfig) -> Any:
+    from accelerate import Accelerator
+
+    mixed = None if model_cfg.mixed_precision == "no" else model_cfg.mixed_precision
+    return Accelerator(cpu=model_cfg.device == "cpu", mixed_precision=mixed)
+
+
+def is_fsdp(accelerator: Any) -> bool:
+    from accelerate.utils import DistributedType
+
+    return accelerator.distributed_type == DistributedType.FSDP
+
+
+def apply_lora(model: Any, model_cfg: ModelConfig, resume_adapter: Path | None = None) -> Any:
+    """Wrap ``model`` with LoRA adapters (rank ``lora_rank``) or, when ``resume_adapter`` exists, reload them."""
+    if model_cfg.lora_rank == 0:
+        return model
+    try:
+        from peft import LoraConfig, PeftModel, get_peft_model
+    except ImportError as err:
+        raise RuntimeError("model.lora_rank > 0 needs peft: pip install -e .[gpu] (or pip install peft)") from err
+    if resume_adapter is not None and (resume_adapter / "adapter_config.json").is_file():
+        return PeftModel.from_pretrained(model, resume_adapter, is_trainable=True)
+    targets = model_cfg.lora_target_modules
+    config = LoraConfig(
+        r=model_cfg.lora_rank, lora_alpha=model_cfg.lora_alpha, lora_dropout=model_cfg.lora_dropout,
+        target_modules=targets if targets == "all-linear" else [t.strip() for t in targets.split(",") if t.strip()],
+        task_type="CAUSAL_LM")
+    return get_peft_model(model, config)
+
+
+def prepare_reference(accelerator: Any, model: torch.nn.Module) -> torch.nn.Module:
+    """The frozen reference: FSDP-sharded with the policy's plugin settings, else placed on the device."""
+    if not is_fsdp(accelerator):
+        return accelerator.prepare_model(model, evaluation_mode=True)
+    if accelerator.is_fsdp2:
+        from torch.distributed.fsdp import fully_shard
+
+        for module in model.modules():
+            if type(module).__name__ in set(model._no_split_modules or []):
+                fully_shard(module)
+        fully_shard(model)
+        return model
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    plugin = accelerator.state.fsdp_plugin
+    plugin.set_auto_wrap_policy(model)
+    return FSDP(model, sharding_strategy=plugin.sharding_strategy, cpu_offload=plugin.cpu_offload,
+                auto_wrap_policy=plugin.auto_wrap_policy, mixed_precision=plugin.mixed_precision_policy,
+                use_orig_params=plugin.use_orig_params, limit_all_gathers=plugin.limit_all_gathers,
+                device_id=accelerator.device)
+
+
+def optimizer_file(accelerator: Any) -> str:
+    return f"optimizer.rank{accelerator.process_index}.pt" if is_fsdp(accelerator) else "optimizer.pt"
+
+
+def load_optimizer(accelerator: Any, optimizer: Any, checkpoint: Path) -> bool:
+    """Restore this rank's optimizer state from ``checkpoint`` if it has one; returns whether it did."""
+    path = Path(checkpoint) / optimizer_file(accelerator)
+    if not path.is_file():
+        return False
+    optimizer.load_state_dict(torch.load(path, map_location="cpu", weights_only=False))
+    return True
+
+
+def save_policy(accelerator: Any, model: Any, tokenizer: Any, out_dir: Path, optimizer: Any = None) -> None:
+    """Write ``out_dir`` as a plain HF checkpoint (call on every rank; only the main process writes weights)."""
+    out_dir = Path(out_dir)
+    state = accelerator.get_state_dict(model)  # collective under FSDP: every rank must call it
+    unwrapped = accelerator.unwrap_model(model)
+    if accelerator.is_main_process:
+        tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        if hasattr(unwrapped, "peft_config"):  # LoRA: keep the adapter for resuming, write merged weights
+            unwrapped.save_pretrained(tmp / ADAPTER_DIR)
+            unwrapped.merge_and_unload().save_pretrained(tmp, safe_serialization=True)
+        else:
+            unwrapped.save_pretrained(tmp, state_dict=state, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    accelerator.wait_for_everyone()
+    if optimizer is not None and (accelerator.is_main_process or is_fsdp(accelerator)):
+        torch.save(optimizer.state_dict(), out_dir / optimizer_file(accelerator))
+    accelerator.wait_for_everyone()
