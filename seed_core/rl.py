@@ -67,7 +67,7 @@ def run_rl_round(
     from seed_core.trainer.scale import (
         ADAPTER_DIR,
         apply_lora,
-        is_fsdp,
+        check_layout,
         load_optimizer,
         make_accelerator,
         prepare_reference,
@@ -88,10 +88,9 @@ def run_rl_round(
 
     accelerator = make_accelerator(cfg.model)
     comm = Collective(accelerator)
-    if is_fsdp(accelerator) and cfg.generation.backend == "hf":
-        raise RuntimeError("FSDP shards the policy, so hf generate cannot run on it; use generation.backend: vllm "
-                           "with FSDP, or a DDP/1-GPU accelerate config with the hf backend")
-    adapter = start / ADAPTER_DIR if cfg.model.lora_rank > 0 and (start / ADAPTER_DIR).is_dir() else None
+    check_layout(accelerator, cfg, generates=True)
+    adapter = start / ADAPTER_DIR if cfg.model.lora_rank > 0 and round_idx > 0 and (start / ADAPTER_DIR).is_dir() \
+        else None
     # LoRA resumes as base + saved adapter (optimizer moments stay attached); `start` holds the merged weights
     policy = replace(load_policy(cfg.model, init_checkpoint if adapter else start), source=start)
     policy.model = apply_lora(policy.model, cfg.model, adapter)

@@ -36,7 +36,7 @@ def run_sft(cfg: SeedConfig, model_dir: Path, annotate_dir: Path, out_dir: Path,
     import torch
 
     from seed_core.models import load_policy
-    from seed_core.trainer.checkpoint import save_checkpoint
+    from seed_core.trainer.scale import apply_lora, check_layout, make_accelerator, save_policy
     from seed_core.trainer.sft import run_sft_loop, tokenize_examples
 
     tracker = tracker or NullTracker()
@@ -48,12 +48,20 @@ def run_sft(cfg: SeedConfig, model_dir: Path, annotate_dir: Path, out_dir: Path,
         expert = read_records(Path(collect_dir) / "expert.parquet", StepRecord)
         examples += [(r.prompt, r.response) for r in expert]
     torch.manual_seed(cfg.project.seed)
+    accelerator = make_accelerator(cfg.model)
+    check_layout(accelerator, cfg, generates=False)
     policy = load_policy(cfg.model, model_dir)
+    model = apply_lora(policy.model, cfg.model)
     encode = make_encoder(policy.tokenizer, policy.chat_template_kwargs, cfg.generation.max_prompt_tokens)
     data = tokenize_examples(examples, encode, policy.tokenizer, cfg.sft.max_length)
-    history = run_sft_loop(policy.model, data, cfg.sft, policy.tokenizer.pad_token_id, seed=cfg.project.seed,
-                           on_step=lambda step, row: tracker.log_metrics(row, step=step))
-    save_checkpoint(policy.model, policy.tokenizer, out_dir / "checkpoint")
+    main = accelerator.is_main_process
+    history = run_sft_loop(model, data, cfg.sft, policy.tokenizer.pad_token_id, seed=cfg.project.seed,
+                           accelerator=accelerator,
+                           on_step=lambda step, row: tracker.log_metrics(row, step=step) if main else None)
+    # merged plain weights only: RL starts its own adapter on top (FSDP2 shards `model` in place)
+    save_policy(accelerator, model, policy.tokenizer, out_dir / "checkpoint", keep_adapter=False)
+    if not main:
+        return {}
     atomic_write_text(out_dir / "loss.csv", "step,loss\n" + "".join(
         f"{i},{row['sft/loss']:.6f}\n" for i, row in enumerate(history)))
     metrics = {

@@ -42,6 +42,18 @@ def is_fsdp(accelerator: Any) -> bool:
     return accelerator.distributed_type == DistributedType.FSDP
 
 
+def check_layout(accelerator: Any, cfg: Any, *, generates: bool) -> None:
+    """Refuse combinations that cannot work, before any model is loaded."""
+    if not is_fsdp(accelerator):
+        return
+    if cfg.model.lora_rank > 0:
+        raise RuntimeError("LoRA (model.lora_rank > 0) is for 1 GPU or DDP layouts; with FSDP train all weights "
+                           "(set model.lora_rank: 0) or use configs/accelerate/1gpu.yaml")
+    if generates and cfg.generation.backend == "hf":
+        raise RuntimeError("FSDP shards the policy, so hf generate cannot run on it; use generation.backend: vllm "
+                           "with FSDP, or a 1-GPU/DDP accelerate config with the hf backend")
+
+
 def apply_lora(model: Any, model_cfg: ModelConfig, resume_adapter: Path | None = None) -> Any:
     """Wrap ``model`` with LoRA adapters (rank ``lora_rank``) or, when ``resume_adapter`` exists, reload them."""
     if model_cfg.lora_rank == 0:
@@ -95,16 +107,21 @@ def load_optimizer(accelerator: Any, optimizer: Any, checkpoint: Path) -> bool:
     return True
 
 
-def save_policy(accelerator: Any, model: Any, tokenizer: Any, out_dir: Path, optimizer: Any = None) -> None:
-    """Write ``out_dir`` as a plain HF checkpoint (call on every rank; only the main process writes weights)."""
+def save_policy(accelerator: Any, model: Any, tokenizer: Any, out_dir: Path, optimizer: Any = None,
+                keep_adapter: bool = True) -> None:
+    """Write ``out_dir`` as a plain HF checkpoint (call on every rank; only the main process writes weights).
+
+    LoRA weights are merged in; ``keep_adapter`` also saves the adapter to ``adapter/`` for resuming.
+    """
     out_dir = Path(out_dir)
     state = accelerator.get_state_dict(model)  # collective under FSDP: every rank must call it
     unwrapped = accelerator.unwrap_model(model)
     if accelerator.is_main_process:
         tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
-        if hasattr(unwrapped, "peft_config"):  # LoRA: keep the adapter for resuming, write merged weights
-            unwrapped.save_pretrained(tmp / ADAPTER_DIR)
+        if hasattr(unwrapped, "peft_config"):  # LoRA: write merged weights (and the adapter, to resume)
+            if keep_adapter:
+                unwrapped.save_pretrained(tmp / ADAPTER_DIR)
             unwrapped.merge_and_unload().save_pretrained(tmp, safe_serialization=True)
         else:
             unwrapped.save_pretrained(tmp, state_dict=state, safe_serialization=True)

@@ -4,6 +4,9 @@
 
 Stage 1 trains the analyzer format (analyzer prompt -> hindsight-skill JSON) and, optionally,
 expert demonstrations (agent prompt -> well-formed action response). AdamW, linear warm-up then cosine.
+One optimizer step covers ``batch_size * grad_accum`` examples; with several accelerate processes each
+takes an equal share of them and the token-mean is over the whole step (``trainer.distributed``), so the
+update does not depend on the number of processes.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import torch
 from tqdm.auto import tqdm
 
 from seed_core.config import SFTConfig
+from seed_core.trainer.distributed import Collective, pad_micro, rank_slice, split_micro
 from seed_core.trainer.logprobs import pack_sequences, response_logprobs
 
 
@@ -49,12 +53,15 @@ def run_sft_loop(
     if not data:
         raise ValueError("SFT got no examples: the annotate stage produced no parseable skills "
                          "(see data/annotate/metrics.json failure_reasons)")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    params = [p for p in model.parameters() if p.requires_grad]  # LoRA: the adapters only
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     steps_per_epoch = math.ceil(len(data) / (cfg.batch_size * cfg.grad_accum))
     total = steps_per_epoch * cfg.epochs
     scheduler = get_cosine_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total), total)
     if accelerator is not None:
         model, optimizer = accelerator.prepare(model, optimizer)
+    comm = Collective(accelerator)
+    lengths = [len(p) + len(t) for p, t in data]
     rng = random.Random(seed)
     model.train()
     history: list[dict[str, float]] = []
@@ -66,18 +73,21 @@ def run_sft_loop(
         chunk = cfg.batch_size * cfg.grad_accum
         for start in range(0, len(order), chunk):
             group = order[start:start + chunk]
-            micros = [group[k:k + cfg.batch_size] for k in range(0, len(group), cfg.batch_size)]
+            n_tokens = float(sum(len(data[i][1]) for i in group))  # target tokens of the whole step, all ranks
+            micros = split_micro(rank_slice(group, comm.rank, comm.world), lengths, cfg.batch_size)
+            micros = pad_micro(micros, comm.max_int(len(micros)), filler=group[0])
             optimizer.zero_grad(set_to_none=True)
-            total_loss, tokens = 0.0, 0
-            for idx in micros:
-                batch = pack_sequences([data[i][0] for i in idx], [data[i][1] for i in idx], pad_id)
+            local_loss = 0.0
+            for rows in micros:
+                batch = pack_sequences([data[i][0] for i in rows.index], [data[i][1] for i in rows.index], pad_id)
                 logprobs, _ = response_logprobs(model, batch)
-                mask = batch.response_mask.to(logprobs.device)
-                loss = -(logprobs * mask).sum() / mask.sum().clamp(min=1.0)
-                scaled = loss / len(micros)
+                keep = torch.tensor(rows.keep, dtype=logprobs.dtype, device=logprobs.device).unsqueeze(1)
+                mask = batch.response_mask.to(logprobs.device) * keep
+                share = -(logprobs * mask).sum() / n_tokens  # this micro-batch's part of the step's token-mean
+                scaled = share * comm.world  # DDP / FSDP average gradients over ranks
                 accelerator.backward(scaled) if accelerator is not None else scaled.backward()
-                total_loss += float(loss.detach()) / len(micros)
-                tokens += int(mask.sum())
+                local_loss += float(share.detach())
+            total_loss, tokens = comm.sum_float(local_loss), n_tokens
             clip = accelerator.clip_grad_norm_ if accelerator is not None else torch.nn.utils.clip_grad_norm_
             grad_norm = float(clip(model.parameters(), cfg.grad_clip))
             if math.isfinite(grad_norm):

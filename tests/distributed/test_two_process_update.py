@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 DRIVER = Path(__file__).with_name("rl_update_driver.py")
+CPU_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "accelerate" / "cpu_2proc.yaml"
 ACCELERATE = Path(sys.executable).with_name("accelerate")
 
 
@@ -22,10 +23,10 @@ def _free_port() -> int:
 
 
 def _accelerate_launch(processes: int, *target: str) -> list[str]:
-    """--multi_gpu picks torchrun's launcher; with no GPU, Accelerator(cpu=True) runs MULTI_CPU over gloo."""
-    return [str(ACCELERATE), "launch", "--multi_gpu", "--num_processes", str(processes), "--num_machines", "1",
-            "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_ip", "127.0.0.1",
-            "--main_process_port", str(_free_port()), *target]
+    """The checked-in CPU config: torchrun's launcher, and Accelerator(cpu=True) runs MULTI_CPU over gloo."""
+    assert processes == 2, "configs/accelerate/cpu_2proc.yaml is a 2-process layout"
+    return [str(ACCELERATE), "launch", "--config_file", str(CPU_CONFIG), "--main_process_port", str(_free_port()),
+            *target]
 
 
 def _run(cmd: list[str]) -> None:
