@@ -32,6 +32,9 @@ class ProjectConfig(Section):
     """Name of the preset these values came from (logged as an MLflow tag and in the table)."""
     data_dir: str = "data"
     """Root of all stage outputs, relative to the project root."""
+    accelerate_config: str = ""
+    """accelerate config (``configs/accelerate/8gpu_fsdp.yaml``) that the sft and rl stages are launched with
+    (``accelerate launch``); empty = train in the stage's own process on one device."""
 
 
 class ModelConfig(Section):

@@ -219,10 +219,14 @@ def main() -> None:
     parser.add_argument("--init", required=True, help="starting checkpoint (Stage-1 SFT); also the KL reference")
     parser.add_argument("--out", required=True, help="output directory, e.g. data/rl/seed")
     parser.add_argument("--analyzer-checkpoint", default=None, help="frozen analyzer for seed_static/sdar/grpo_opsd")
+    parser.add_argument("--round", type=int, default=None, help="run only this round (it needs the previous one)")
     args = parser.parse_args()
     cfg = config_from_args(args)
     ckpt = Path(args.analyzer_checkpoint) if args.analyzer_checkpoint else None
-    print(run_rl(cfg, Path(args.init), Path(args.out), ckpt))
+    if args.round is not None:
+        print(run_rl_round(cfg, args.round, Path(args.init), Path(args.out), ckpt))
+    else:
+        print(run_rl(cfg, Path(args.init), Path(args.out), ckpt))
 
 
 if __name__ == "__main__":

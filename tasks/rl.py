@@ -19,9 +19,17 @@ def rl_round(cfg: SeedConfig, round_idx: int, init_checkpoint: Path, out_dir: Pa
     The frozen analyzer of ``seed_static``-like algorithms is ``rl.analyzer_checkpoint``, by default
     ``init_checkpoint`` (the Stage-1 SFT checkpoint, a declared DVC dependency of the stage).
     """
-    from seed_core.rl import run_rl_round
+    from seed_core.rl import round_dir, run_rl_round
+    from seed_core.stage_utils import read_metrics
+    from tasks.launch import is_launched, run_launched
 
-    return run_rl_round(cfg, round_idx, init_checkpoint, out_dir, tracker=tracker)
+    if not is_launched(cfg):
+        return run_rl_round(cfg, round_idx, init_checkpoint, out_dir, tracker=tracker)
+    run_launched(cfg, "seed_core.rl", out_dir, ["--init", str(init_checkpoint), "--out", str(out_dir),
+                                                 "--round", str(round_idx)])
+    metrics = read_metrics(round_dir(out_dir, round_idx) / "metrics.json")
+    tracker.log_metrics(metrics, step=round_idx)
+    return metrics
 
 
 @task(name="rl_finalize", cache_policy=NO_CACHE)

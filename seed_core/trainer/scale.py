@@ -4,7 +4,7 @@ The launcher decides the layout (``accelerate launch --config_file configs/accel
 this module only adapts to it:
 
 * ``make_accelerator``: ``model.mixed_precision`` (``no`` defers to the launch config), CPU when
-  ``model.device == "cpu"``.
+  ``model.device`` is ``cpu``, or ``auto`` without CUDA (several CPU processes then talk over gloo).
 * ``apply_lora``: peft LoRA on the policy when ``model.lora_rank > 0``; resuming reloads the adapter, so
   optimizer moments stay attached to the same parameters.
 * ``prepare_reference``: the frozen KL reference is sharded like the policy under FSDP (never trained,
@@ -33,7 +33,8 @@ def make_accelerator(model_cfg: ModelConfig) -> Any:
     from accelerate import Accelerator
 
     mixed = None if model_cfg.mixed_precision == "no" else model_cfg.mixed_precision
-    return Accelerator(cpu=model_cfg.device == "cpu", mixed_precision=mixed)
+    cpu = model_cfg.device == "cpu" or (model_cfg.device == "auto" and not torch.cuda.is_available())
+    return Accelerator(cpu=cpu, mixed_precision=mixed)
 
 
 def is_fsdp(accelerator: Any) -> bool:
