@@ -14,7 +14,8 @@
   (``seed_core.data_gen.qa_corpus``) built in memory. ``Task.task_type`` = the row's ``data_source``
   (nq, triviaqa, ..., bamboogle for Search-R1 data; single_hop / multi_hop for the generated set).
 * Retrieval: ``retriever_url`` set -> that Search-R1-compatible server (an unreachable one raises an error
-  naming the URL); else seed's BM25 over the corpus, in-process (``retriever: local``) or as its own
+  naming the URL); else seed's built-in index over the corpus (``retrieval_method``: bm25, dense or
+  hybrid, see ``seed_core.retrieval.methods``), in-process (``retriever: local``) or as its own
   HTTP server on 127.0.0.1 started once per process and stopped at exit (``retriever: server``).
 * Prompt: verl-agent's search template, paraphrased: role, "Your question: ..." on one line (the skill
   goes right after it), the past turns (query, returned information) of the history window, then the
@@ -40,9 +41,12 @@ from seed_core.data_gen.qa_files import GENERATED_SOURCES, SEARCH_R1_SOURCES, QA
 from seed_core.envs import ENVS
 from seed_core.retrieval.client import HttpRetriever, LocalRetriever, RetrievedDoc, Retriever
 from seed_core.retrieval.corpus import Passage, read_corpus, write_corpus
+from seed_core.retrieval.methods import IndexOptions
 from seed_core.retrieval.server import RetrievalServer
 from seed_core.types import HistoryItem, ParsedAction, StepResult, Task
 
+SERVER_STARTUP_S = 900.0
+"""Seconds the built-in retrieval server may take to build its index (dense: ~50 passages/s on 2 CPU cores)."""
 WIN_REWARD = 1.0
 """Search pays 1 for a correct answer (seed-algorithm.md §6.2), not 10."""
 INVALID_OBSERVATION = (
@@ -95,13 +99,17 @@ class QAData:
     splits: dict[str, list[QAItem]]
 
 
+def _data_root(settings: SearchQASettings) -> Path:
+    root = Path(settings.data_dir).expanduser()
+    return root if root.is_absolute() else project_root() / root
+
+
 @lru_cache(maxsize=4)
 def load_data(settings: SearchQASettings) -> QAData:
     if not settings.data_dir:
         ds = generate_qa(QAGenSpec(num_people=settings.num_people, num_test=settings.num_test))
         return QAData(tuple(ds.passages), ds.splits)
-    root = Path(settings.data_dir).expanduser()
-    root = root if root.is_absolute() else project_root() / root
+    root = _data_root(settings)
     if not root.is_dir():
         raise FileNotFoundError(f"env.search_qa.data_dir {root} does not exist; generate it with "
                                 f"`python -m seed_core.data_gen.qa_corpus --out {settings.data_dir}` or set it to ''")
@@ -136,9 +144,14 @@ def get_retriever(settings: SearchQASettings) -> Retriever:
         raise ValueError(f"env.search_qa.data_dir {settings.data_dir} has no corpus.jsonl and no "
                          "env.search_qa.retriever_url is set; point the URL at your Search-R1 retrieval server")
     if settings.retriever == "local":
-        return LocalRetriever(passages)
+        # embeddings (dense, hybrid) are cached next to a data_dir corpus; the generated one has no directory
+        cache_dir = _data_root(settings) if settings.data_dir else None
+        options = IndexOptions(dense_model=settings.dense_model, cache_dir=cache_dir)
+        return LocalRetriever(passages, settings.retrieval_method, options)
     corpus = write_corpus(passages, Path(tempfile.mkdtemp(prefix="seed-corpus-")) / "corpus.jsonl")
-    server = _SERVERS[settings] = RetrievalServer(corpus)
+    # a dense index embeds the whole corpus before the server is ready: allow minutes, not seconds
+    server = _SERVERS[settings] = RetrievalServer(corpus, startup_timeout_s=SERVER_STARTUP_S,
+                                                  method=settings.retrieval_method, dense_model=settings.dense_model)
     server.start()
     return HttpRetriever(server.url, settings.timeout_s)
 

@@ -18,8 +18,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
-from seed_core.retrieval.bm25 import Bm25Index
 from seed_core.retrieval.corpus import Passage
+from seed_core.retrieval.methods import IndexOptions, build_index
 
 
 class RetrievalError(RuntimeError):
@@ -46,11 +46,13 @@ class Retriever(Protocol):
 
 
 class LocalRetriever:
-    """BM25 over an in-memory corpus, no server (fast path for tests and single-process runs)."""
+    """A built-in index (``method``: bm25, dense or hybrid, see ``seed_core.retrieval.methods``) over an
+    in-memory corpus, no server (fast path for tests and single-process runs; the server wraps one too)."""
 
-    def __init__(self, passages: Sequence[Passage]) -> None:
+    def __init__(self, passages: Sequence[Passage], method: str = "bm25", options: IndexOptions | None = None) -> None:
         self.passages = list(passages)
-        self.index = Bm25Index([p.contents for p in self.passages])
+        self.method = method
+        self.index = build_index(method, [p.contents for p in self.passages], options)
 
     def retrieve(self, queries: Sequence[str], topk: int) -> list[list[RetrievedDoc]]:
         return [

@@ -1,9 +1,11 @@
-"""seed's retrieval server: BM25 over a corpus jsonl behind the Search-R1 HTTP API, on 127.0.0.1 only.
+"""seed's retrieval server: a built-in index over a corpus jsonl behind the Search-R1 HTTP API, on 127.0.0.1 only.
 
-    python -m seed_core.retrieval.server --corpus data/search_qa/corpus.jsonl [--port 8000]
+    python -m seed_core.retrieval.server --corpus data/search_qa/corpus.jsonl [--port 8000] \
+        [--method bm25|dense|hybrid] [--dense-model DIR]
 
 Routes: ``POST /retrieve`` (Search-R1 request and response shapes, see ``seed_core.retrieval.client``)
-and ``GET /health`` (``{"status": "ok", "documents": N}``). ``--port 0`` picks a free port. Once the
+and ``GET /health`` (``{"status": "ok", "documents": N, "method": "bm25"}``). Dense and hybrid cache the
+passage embeddings next to the corpus (``seed_core.retrieval.dense``). ``--port 0`` picks a free port. Once the
 index is built and the socket bound, the process prints one line ``SEED_RETRIEVAL_READY <url>``.
 
 ``RetrievalServer`` starts that process from Python, waits for the ready line and stops it by PID
@@ -28,6 +30,7 @@ from typing import IO, Any
 
 from seed_core.retrieval.client import LocalRetriever
 from seed_core.retrieval.corpus import read_corpus
+from seed_core.retrieval.methods import RETRIEVAL_METHODS, IndexOptions
 
 HOST = "127.0.0.1"
 READY = "SEED_RETRIEVAL_READY"
@@ -62,7 +65,7 @@ def make_handler(retriever: LocalRetriever) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:  # noqa: N802 (http.server naming)
             if self.path.rstrip("/") == "/health":
-                self._send(200, {"status": "ok", "documents": len(retriever.passages)})
+                self._send(200, {"status": "ok", "documents": len(retriever.passages), "method": retriever.method})
             else:
                 self._send(404, {"error": f"unknown path {self.path}; use POST /retrieve or GET /health"})
 
@@ -87,9 +90,10 @@ def make_handler(retriever: LocalRetriever) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def serve(corpus: Path, port: int) -> None:
+def serve(corpus: Path, port: int, method: str = "bm25", dense_model: str = "") -> None:
     """Build the index, bind ``127.0.0.1:port``, announce readiness on stdout, serve until SIGTERM."""
-    retriever = LocalRetriever(read_corpus(corpus))
+    options = IndexOptions(dense_model=dense_model, cache_dir=corpus.parent)
+    retriever = LocalRetriever(read_corpus(corpus), method, options)
     server = ThreadingHTTPServer((HOST, port), make_handler(retriever))
     server.daemon_threads = True
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
@@ -104,9 +108,13 @@ class RetrievalServer:
     """The server as a child process: ``start()`` -> base URL, ``stop()`` by PID; ``url`` is the
     ``/retrieve`` endpoint to give ``HttpRetriever``."""
 
-    def __init__(self, corpus: str | Path, port: int = 0, startup_timeout_s: float = 60.0) -> None:
+    def __init__(self, corpus: str | Path, port: int = 0, startup_timeout_s: float = 60.0, *,
+                 method: str = "bm25", dense_model: str = "") -> None:
         self.corpus = Path(corpus)
         self.port = port
+        RETRIEVAL_METHODS.get(method)  # an unknown name fails here (listing the known ones), not in the child
+        self.method = method
+        self.dense_model = dense_model
         self.startup_timeout_s = startup_timeout_s
         self.process: subprocess.Popen[str] | None = None
         self.base_url = ""
@@ -130,7 +138,9 @@ class RetrievalServer:
         if not self.corpus.is_file():
             raise FileNotFoundError(f"retrieval corpus {self.corpus} does not exist")
         cmd = [sys.executable, "-m", "seed_core.retrieval.server",
-               "--corpus", str(self.corpus), "--port", str(self.port)]
+               "--corpus", str(self.corpus), "--port", str(self.port), "--method", self.method]
+        if self.dense_model:
+            cmd += ["--dense-model", self.dense_model]
         self._stderr = tempfile.TemporaryFile(mode="w+")
         self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -181,11 +191,14 @@ class RetrievalServer:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="seed's BM25 retrieval server (Search-R1 API) on 127.0.0.1")
+    parser = argparse.ArgumentParser(description="seed's retrieval server (Search-R1 API) on 127.0.0.1")
     parser.add_argument("--corpus", required=True, help="corpus jsonl: one {'id', 'contents'} object per line")
     parser.add_argument("--port", type=int, default=8000, help="0 picks a free port (printed on the ready line)")
+    parser.add_argument("--method", default="bm25", choices=RETRIEVAL_METHODS.names(), help="built-in index")
+    parser.add_argument("--dense-model", default="",
+                        help="encoder directory for dense/hybrid ('' = the bundled all-MiniLM-L6-v2)")
     args = parser.parse_args()
-    serve(Path(args.corpus), args.port)
+    serve(Path(args.corpus), args.port, args.method, args.dense_model)
 
 
 if __name__ == "__main__":

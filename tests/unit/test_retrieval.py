@@ -78,7 +78,7 @@ def test_local_retriever_payload_has_the_search_r1_shape() -> None:
 def test_server_answers_the_search_r1_request(server: RetrievalServer) -> None:
     assert server.base_url.startswith("http://127.0.0.1:")
     with urllib.request.urlopen(f"{server.base_url}/health", timeout=10) as response:
-        assert json.loads(response.read()) == {"status": "ok", "documents": 3}
+        assert json.loads(response.read()) == {"status": "ok", "documents": 3, "method": "bm25"}
     status, body = _post(server.url, {"queries": ["zorblax quenton", "quessaria capital"], "topk": 2,
                                       "return_scores": True})
     assert status == 200 and len(body["result"]) == 2 and len(body["result"][0]) == 2
