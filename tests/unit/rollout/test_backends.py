@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 
 import pytest
 import torch
@@ -136,9 +135,3 @@ def test_generate_restores_train_mode_and_rejects_negative_temperature(tiny_poli
     assert not tiny_policy.model.training
     with pytest.raises(ValueError, match="temperature must be >= 0"):
         backend.generate(["up"], temperature=-1.0, max_new_tokens=2)
-
-
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed here")
-def test_vllm_backend_without_vllm_explains_the_install(tiny_policy) -> None:
-    with pytest.raises(RuntimeError, match=r"pip install -e \.\[gpu\].*generation.backend: hf"):
-        BACKENDS.get("vllm")(tiny_policy, GenerationConfig(backend="vllm"))

