@@ -169,8 +169,7 @@ def _prune(cfg: SeedConfig, out_dir: Path, round_idx: int) -> None:
         return
     prev = round_dir(out_dir, round_idx - 1)
     keep = cfg.rl.save_every > 0 and round_idx % cfg.rl.save_every == 0
-    opt = prev / "checkpoint" / "optimizer.pt"
-    if opt.exists():
+    for opt in (prev / "checkpoint").glob("optimizer*.pt"):  # optimizer.pt, or one per rank under FSDP
         opt.unlink()
     if not keep:
         shutil.rmtree(prev / "checkpoint", ignore_errors=True)
@@ -191,8 +190,9 @@ def finalize_rl(cfg: SeedConfig, out_dir: Path) -> dict[str, float]:
     from seed_core.io import atomic_write_text
 
     atomic_write_text(out_dir / "curve.csv", curve.to_csv(index=False))
-    link_tree(last / "checkpoint", out_dir / "checkpoint")  # without optimizer.pt
-    (last / "checkpoint" / "optimizer.pt").unlink(missing_ok=True)  # ~1 GB per run for SmolLM2; not needed after the last round
+    link_tree(last / "checkpoint", out_dir / "checkpoint")  # weights and tokenizer only
+    for opt in (last / "checkpoint").glob("optimizer*.pt"):  # ~1 GB per run for SmolLM2; not needed any more
+        opt.unlink()
     summary = {
         "algorithm_rounds": float(cfg.rl.rounds),
         "final_train_success_rate": float(rows[-1].get("rollout/success_rate", 0.0)),

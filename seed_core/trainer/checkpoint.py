@@ -31,13 +31,14 @@ def is_checkpoint(path: Path) -> bool:
 
 
 def link_tree(src: Path, dst: Path) -> Path:
-    """Copy a checkpoint directory by hard links (no extra disk), falling back to copies across devices."""
+    """Copy a checkpoint directory's files (not optimizer state, not a LoRA ``adapter/``) by hard links (no
+    extra disk), falling back to copies across devices."""
     src, dst = Path(src), Path(dst)
     tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     for f in src.iterdir():
-        if f.is_file() and f.name != "optimizer.pt":
+        if f.is_file() and not (f.name.startswith("optimizer") and f.suffix == ".pt"):
             try:
                 os.link(f, tmp / f.name)
             except OSError:
