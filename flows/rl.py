@@ -1,7 +1,8 @@
 """DVC stage ``rl@<algorithm>``: RL from the Stage-1 checkpoint -> ``data/rl/<algorithm>``.
 
 One task and one MLflow child run per round; a rerun resumes after the last finished round
-(``round_XXX/DONE``) when the config and starting checkpoint are unchanged, else starts over.
+(``round_XXX/DONE``) when the config and starting checkpoint are unchanged, else starts over. With
+``project.accelerate_config`` the rounds run in one ``accelerate launch`` first and are then logged.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from prefect import flow
 from flows.common import finish, parse_args, reset_stale_rounds, resume_key, stage_paths, stage_run
 from seed_core.config import load_config
 from seed_core.tracking import open_run
-from tasks.rl import rl_finalize, rl_round
+from tasks.launch import is_launched
+from tasks.rl import rl_finalize, rl_launch, rl_round
 
 
 @flow(name="rl", flow_run_name="rl-{algorithm}")
@@ -24,6 +26,8 @@ def rl_flow(params_path: Path = Path("params.yaml"), algorithm: str = "seed",
     init, out = paths.sft / "checkpoint", paths.rl(algorithm)
     reset_stale_rounds(out, resume_key(cfg, init))
     with stage_run(cfg, f"rl-{algorithm}", "rl", [init], parent_run_id) as tracker:
+        if is_launched(cfg):  # multi-process: all rounds in one launch; the loop below then only logs them
+            rl_launch(cfg, init, out)
         for i in range(cfg.rl.rounds):
             resumed = (out / f"round_{i:03d}" / "DONE").is_file()
             with open_run(cfg, f"rl-{algorithm}-round-{i:03d}", parent_run_id=tracker.run_id,

@@ -25,11 +25,22 @@ def rl_round(cfg: SeedConfig, round_idx: int, init_checkpoint: Path, out_dir: Pa
 
     if not is_launched(cfg):
         return run_rl_round(cfg, round_idx, init_checkpoint, out_dir, tracker=tracker)
-    run_launched(cfg, "seed_core.rl", out_dir, ["--init", str(init_checkpoint), "--out", str(out_dir),
-                                                 "--round", str(round_idx)])
-    metrics = read_metrics(round_dir(out_dir, round_idx) / "metrics.json")
+    done = round_dir(out_dir, round_idx)
+    if not (done / "DONE").is_file():  # normally `rl_launch` ran every round already
+        run_launched(cfg, "seed_core.rl", out_dir, ["--init", str(init_checkpoint), "--out", str(out_dir),
+                                                     "--round", str(round_idx)])
+    metrics = read_metrics(done / "metrics.json")
     tracker.log_metrics(metrics, step=round_idx)
     return metrics
+
+
+@task(name="rl_launch", cache_policy=NO_CACHE)
+def rl_launch(cfg: SeedConfig, init_checkpoint: Path, out_dir: Path) -> None:
+    """With ``project.accelerate_config``: every unfinished round in ONE ``accelerate launch`` (the
+    processes, and their vLLM engines, start once per stage, not once per round)."""
+    from tasks.launch import run_launched
+
+    run_launched(cfg, "seed_core.rl", out_dir, ["--init", str(init_checkpoint), "--out", str(out_dir)])
 
 
 @task(name="rl_finalize", cache_policy=NO_CACHE)

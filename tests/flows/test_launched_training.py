@@ -24,6 +24,10 @@ def test_rl_round_task_launches_the_configured_accelerate_layout(tiny_model_dir,
     assert (tmp_path / "rl" / "round_000" / "DONE").is_file()
     assert metrics["rl/optimizer_steps"] >= 1 and metrics["rl/samples"] > 0
     assert (tmp_path / "rl" / "launch_config.rl.json").is_file()
+    # a finished round is read back, not launched again
+    stamp = (tmp_path / "rl" / "round_000" / "DONE").stat().st_mtime_ns
+    assert rl_round.fn(cfg, 0, tiny_model_dir, tmp_path / "rl", NullTracker()) == metrics
+    assert (tmp_path / "rl" / "round_000" / "DONE").stat().st_mtime_ns == stamp
 
 
 def test_a_missing_accelerate_config_is_named(tmp_path):
@@ -32,3 +36,18 @@ def test_a_missing_accelerate_config_is_named(tmp_path):
     cfg = SeedConfig().with_overrides({"project.accelerate_config": "configs/accelerate/nope.yaml"})
     with pytest.raises(FileNotFoundError, match="nope.yaml.*configs/accelerate"):
         run_launched(cfg, "seed_core.rl", tmp_path, [])
+
+
+@pytest.mark.timeout(600)
+def test_rl_launch_runs_every_round_in_one_launch(tiny_model_dir, tmp_path):
+    from tasks.rl import rl_launch
+
+    cfg = SeedConfig().with_overrides({
+        "project.accelerate_config": "configs/accelerate/cpu_2proc.yaml", "model.path": str(tiny_model_dir),
+        "model.device": "cpu", "env.name": "sokoban", "env.max_steps": 2, "rl.algorithm": "grpo", "rl.rounds": 2,
+        "rl.tasks_per_round": 2, "rl.group_size": 2, "rl.mini_batch_size": 4, "rl.micro_batch_size": 2,
+        "generation.max_new_tokens": 8, "generation.max_prompt_tokens": 256, "tracking.enabled": False})
+    rl_launch.fn(cfg, tiny_model_dir, tmp_path / "rl")
+    assert all((tmp_path / "rl" / f"round_{i:03d}" / "DONE").is_file() for i in range(2))
+    assert (tmp_path / "rl" / "checkpoint" / "model.safetensors").is_file()  # finalized by the launched run
+    assert not list((tmp_path / "rl").rglob("optimizer*.pt"))
