@@ -1,7 +1,7 @@
 """A BM25 index over short texts (``bm25s``), shared by Search-QA retrieval and the WebShop search box.
 
-Texts are lower-cased, split into words, English stop words dropped and, when ``PyStemmer`` is
-installed, Snowball-stemmed; scoring is bm25s's default BM25 (Lucene variant, k1 = 1.5, b = 0.75).
+Texts are lower-cased, split into words, English stop words dropped and Snowball-stemmed (``PyStemmer``,
+a dependency; without it bm25s skips stemming); scoring is bm25s's default BM25 (Lucene variant, k1 = 1.5, b = 0.75).
 ``bm25s`` is imported when an index is built, so importing this module stays cheap.
 """
 
