@@ -132,7 +132,8 @@ def main() -> None:
         "model.path": str(model), "model.device": args.device, "model.dtype": "bfloat16" if cuda else "float32",
         "env.name": "sokoban", "env.max_steps": 4, "generation.max_new_tokens": args.new_tokens,
         "generation.batch_size": args.prompts, "generation.max_prompt_tokens": 1024,
-        "generation.vllm.python": vllm_python, "rl.tasks_per_round": args.rounds_tasks, "rl.group_size": 4,
+        "generation.vllm.python": vllm_python, "generation.vllm.max_model_len": 4096,
+        "generation.vllm.extra_args": [] if cuda else ["--enforce-eager"], "rl.tasks_per_round": args.rounds_tasks, "rl.group_size": 4,
         "rl.mini_batch_size": 1024, "rl.micro_batch_size": 16, "rl.analyzer_max_new_tokens": 128,
         "tracking.enabled": False,
     })
