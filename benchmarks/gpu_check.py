@@ -32,11 +32,9 @@ def peak_flops(device_name: str) -> float | None:
     return next((v for k, v in PEAK_BF16_FLOPS.items() if k in device_name), None)
 
 
-def rollout_throughput(cfg: Any, backend_name: str, prompts: list[str], new_tokens: int) -> dict[str, Any]:
-    from seed_core.models import load_policy
+def rollout_throughput(cfg: Any, policy: Any, backend_name: str, prompts: list[str], new_tokens: int) -> dict[str, Any]:
     from seed_core.rollout.backends import BACKENDS
 
-    policy = load_policy(cfg.model)
     backend = BACKENDS.get(backend_name)(policy, cfg.generation)
     backend.generate(prompts[:2], temperature=1.0, max_new_tokens=8, seed=0)  # warm-up (engine start, kernels)
     t0 = time.perf_counter()
@@ -46,13 +44,11 @@ def rollout_throughput(cfg: Any, backend_name: str, prompts: list[str], new_toke
     return {"generated_tokens": tokens, "seconds": elapsed, "tokens_per_s": tokens / elapsed}
 
 
-def trainer_throughput(cfg: Any, batch: int, length: int, steps: int) -> dict[str, Any]:
+def trainer_throughput(policy: Any, batch: int, length: int, steps: int) -> dict[str, Any]:
     import torch
 
-    from seed_core.models import load_policy
     from seed_core.trainer.logprobs import pack_sequences, response_logprobs
 
-    policy = load_policy(cfg.model)
     model = policy.model.train()
     n_params = sum(p.numel() for p in model.parameters())
     vocab = min(model.config.vocab_size, 30000)
@@ -118,6 +114,7 @@ def main() -> None:
 
     from seed_core.config import SeedConfig
     from seed_core.envs import make_env
+    from seed_core.models import load_policy
 
     work = Path(tempfile.mkdtemp(prefix="seed-gpu-check-"))
     if args.model == "tiny":
@@ -133,7 +130,8 @@ def main() -> None:
         "env.name": "sokoban", "env.max_steps": 4, "generation.max_new_tokens": args.new_tokens,
         "generation.batch_size": args.prompts, "generation.max_prompt_tokens": 1024,
         "generation.vllm.python": vllm_python, "generation.vllm.max_model_len": 4096,
-        "generation.vllm.extra_args": [] if cuda else ["--enforce-eager"], "rl.tasks_per_round": args.rounds_tasks, "rl.group_size": 4,
+        "generation.vllm.extra_args": [] if cuda else ["--enforce-eager"],
+        "rl.tasks_per_round": args.rounds_tasks, "rl.group_size": 4,
         "rl.mini_batch_size": 1024, "rl.micro_batch_size": 16, "rl.analyzer_max_new_tokens": 128,
         "tracking.enabled": False,
     })
@@ -142,16 +140,17 @@ def main() -> None:
     result: dict[str, Any] = {
         "model": str(model), "device": torch.cuda.get_device_name() if cuda else "cpu",
         "torch": torch.__version__, "settings": vars(args), "rollout": {}}
+    policy = load_policy(cfg.model)  # one load, shared by every backend and the trainer pass
     for name in [b for b in args.backends.split(",") if b]:
         try:
-            result["rollout"][name] = rollout_throughput(cfg, name, prompts, args.new_tokens)
+            result["rollout"][name] = rollout_throughput(cfg, policy, name, prompts, args.new_tokens)
         except Exception as err:  # a missing vLLM env is reported, the rest of the check still runs
             result["rollout"][name] = {"error": f"{type(err).__name__}: {err}"}
         print(f"rollout {name}: {result['rollout'][name]}", file=sys.stderr)
     rates = {k: v["tokens_per_s"] for k, v in result["rollout"].items() if "tokens_per_s" in v}
     if "hf" in rates and "vllm" in rates:
         result["rollout"]["vllm_over_hf"] = rates["vllm"] / rates["hf"]
-    result["trainer"] = trainer_throughput(cfg, args.train_batch, args.train_len, args.train_steps)
+    result["trainer"] = trainer_throughput(policy, args.train_batch, args.train_len, args.train_steps)
     print(f"trainer: {result['trainer']}", file=sys.stderr)
     if not args.skip_iteration:
         result["iteration"] = iteration_ratio(cfg, model, work)

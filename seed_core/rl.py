@@ -62,10 +62,10 @@ def run_rl_round(
     from seed_core.models import load_policy
     from seed_core.rollout.backends import BACKENDS
     from seed_core.rollout.collector import group_by_trajectory, rollout, rollout_metrics
+    from seed_core.trainer.checkpoint import ADAPTER_DIR
     from seed_core.trainer.distributed import Collective
     from seed_core.trainer.rl_step import build_samples, gather_samples, rl_update
     from seed_core.trainer.scale import (
-        ADAPTER_DIR,
         apply_lora,
         check_layout,
         load_optimizer,
@@ -89,8 +89,8 @@ def run_rl_round(
     accelerator = make_accelerator(cfg.model)
     comm = Collective(accelerator)
     check_layout(accelerator, cfg, generates=True)
-    adapter = start / ADAPTER_DIR if cfg.model.lora_rank > 0 and round_idx > 0 and (start / ADAPTER_DIR).is_dir() \
-        else None
+    resume_lora = cfg.model.lora_rank > 0 and round_idx > 0 and (start / ADAPTER_DIR).is_dir()
+    adapter = start / ADAPTER_DIR if resume_lora else None
     # LoRA resumes as base + saved adapter (optimizer moments stay attached); `start` holds the merged weights
     policy = replace(load_policy(cfg.model, init_checkpoint if adapter else start), source=start)
     policy.model = apply_lora(policy.model, cfg.model, adapter)
@@ -136,10 +136,8 @@ def run_rl_round(
     metrics["time/round_s"] = time.perf_counter() - t_start
 
     # every process plays its shard of tasks; the round's records are the union over processes
-    from accelerate.utils import gather_object
-
-    all_records = gather_object(records) if accelerator.num_processes > 1 else records
-    all_notes = gather_object(annotations) if accelerator.num_processes > 1 else annotations
+    all_records = comm.gather_lists(records)
+    all_notes = comm.gather_lists(annotations)
     metrics.update(rollout_metrics(all_records, "rollout"))
     metrics["rl/tokens_per_s"] = metrics.get("rollout/response_tokens", 0.0) / max(metrics["time/round_s"], 1e-9)
     metrics = {k: float(v) for k, v in metrics.items()}

@@ -10,12 +10,25 @@ from typing import Any
 import torch
 
 
-def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path, optimizer: torch.optim.Optimizer | None = None) -> Path:
-    """``save_pretrained`` model + tokenizer (+ optimizer state) into ``out_dir`` atomically."""
+ADAPTER_DIR = "adapter"
+"""A LoRA run's adapter inside its (merged) checkpoint, kept only to resume training."""
+
+
+def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path, optimizer: torch.optim.Optimizer | None = None,
+                    *, state_dict: dict[str, Any] | None = None, keep_adapter: bool = True) -> Path:
+    """``save_pretrained`` model + tokenizer (+ optimizer state) into ``out_dir`` atomically.
+
+    ``state_dict``: the full weights when ``model``'s own are sharded (FSDP). A peft (LoRA) model is written
+    merged, a plain HF directory, with its adapter in ``adapter/`` when ``keep_adapter``.
+    """
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp, safe_serialization=True)
+    if hasattr(model, "peft_config"):
+        if keep_adapter:
+            model.save_pretrained(tmp / ADAPTER_DIR)
+        model, state_dict = model.merge_and_unload(), None
+    model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
     if optimizer is not None:
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")

@@ -17,16 +17,13 @@ this module only adapts to it:
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from seed_core.config import ModelConfig
-
-ADAPTER_DIR = "adapter"
+from seed_core.trainer.checkpoint import save_checkpoint
 
 
 def make_accelerator(model_cfg: ModelConfig) -> Any:
@@ -114,23 +111,11 @@ def save_policy(accelerator: Any, model: Any, tokenizer: Any, out_dir: Path, opt
 
     LoRA weights are merged in; ``keep_adapter`` also saves the adapter to ``adapter/`` for resuming.
     """
-    out_dir = Path(out_dir)
     state = accelerator.get_state_dict(model)  # collective under FSDP: every rank must call it
-    unwrapped = accelerator.unwrap_model(model)
     if accelerator.is_main_process:
-        tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        if hasattr(unwrapped, "peft_config"):  # LoRA: write merged weights (and the adapter, to resume)
-            if keep_adapter:
-                unwrapped.save_pretrained(tmp / ADAPTER_DIR)
-            unwrapped.merge_and_unload().save_pretrained(tmp, safe_serialization=True)
-        else:
-            unwrapped.save_pretrained(tmp, state_dict=state, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
+        save_checkpoint(accelerator.unwrap_model(model), tokenizer, out_dir, state_dict=state,
+                        keep_adapter=keep_adapter)
     accelerator.wait_for_everyone()
     if optimizer is not None and (accelerator.is_main_process or is_fsdp(accelerator)):
-        torch.save(optimizer.state_dict(), out_dir / optimizer_file(accelerator))
+        torch.save(optimizer.state_dict(), Path(out_dir) / optimizer_file(accelerator))
     accelerator.wait_for_everyone()

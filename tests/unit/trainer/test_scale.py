@@ -8,7 +8,8 @@ from safetensors.torch import load_file
 
 from seed_core.config import ModelConfig, SeedConfig
 from seed_core.rl import run_rl_round
-from seed_core.trainer.scale import ADAPTER_DIR, apply_lora, make_accelerator
+from seed_core.trainer.checkpoint import ADAPTER_DIR
+from seed_core.trainer.scale import apply_lora, make_accelerator
 
 
 def _cfg(model: Path, **extra) -> SeedConfig:
