@@ -38,6 +38,9 @@ class Algorithm:
 
 ALGORITHMS: Registry[Algorithm] = Registry("algorithm")
 
+CHECKPOINT_METHODS = ("vanilla", "sft")
+"""Evaluated methods that are a checkpoint, not an RL run: the base model and the Stage-1 checkpoint."""
+
 for _algo in (
     Algorithm("grpo", analyzer=None, distill=False),
     Algorithm("seed", analyzer="policy", distill=True),

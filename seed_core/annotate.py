@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from seed_core.analyzer.parse import skill_metrics
 from seed_core.config import ConfigError, SeedConfig, dump_resolved
 from seed_core.io import DataFileError, atomic_write_text, read_records, write_json, write_records
 from seed_core.stage_utils import config_from_args, read_tasks, stage_parser
@@ -176,6 +177,7 @@ def annotation_metrics(annotations: list[AnnotationRecord]) -> dict[str, float]:
         "annotate/prompt_tokens": float(sum(a.prompt_tokens for a in annotations)),
         "annotate/completion_tokens": float(sum(a.completion_tokens for a in annotations)),
         "annotate/mean_latency_s": sum(a.latency_s for a in annotations) / n,
+        **skill_metrics([a.episode_skill for a in annotations if a.ok], "annotate"),
     }
 
 

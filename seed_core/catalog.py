@@ -10,7 +10,7 @@ if TYPE_CHECKING:
 
 
 def registry_fields(cfg: "SeedConfig") -> Iterator[tuple[str, "Registry[Any]", str]]:
-    from seed_core.algorithms import ALGORITHMS
+    from seed_core.algorithms import ALGORITHMS, CHECKPOINT_METHODS
     from seed_core.analyzer.clients import CLIENTS
     from seed_core.envs import ENVS
     from seed_core.losses import ADVANTAGES, DISTILL_LOSSES, POLICY_LOSSES
@@ -23,3 +23,6 @@ def registry_fields(cfg: "SeedConfig") -> Iterator[tuple[str, "Registry[Any]", s
     yield "rl.advantage", ADVANTAGES, cfg.rl.advantage
     yield "rl.policy_loss", POLICY_LOSSES, cfg.rl.policy_loss
     yield "rl.distill_loss", DISTILL_LOSSES, cfg.rl.distill_loss
+    for i, method in enumerate(cfg.sweep.methods):
+        if method not in CHECKPOINT_METHODS:
+            yield f"sweep.methods[{i}]", ALGORITHMS, method

@@ -267,6 +267,41 @@ class RLConfig(Section):
     """Keep the checkpoint of every N-th round; 0 keeps only the newest (the resume point and the final model)."""
 
 
+class TestbedConfig(Section):
+    """The testbed model (``model.path: testbed``): a small Qwen2 pretrained on the environment's own text
+    by ``prepare_model`` so that learning is measurable on a CPU (``seed_core.testbed``)."""
+
+    episodes: int = Field(default=600, ge=1)
+    """Noisy-expert pretraining episodes (train-split tasks)."""
+    noise: float = Field(default=0.5, ge=0.0, le=1.0)
+    """Probability that a pretraining step takes a random action instead of the expert's."""
+    skill_fraction: float = Field(default=0.5, ge=0.0, le=1.0)
+    """Fraction of pretraining steps also shown with the episode's hindsight skill and the expert action."""
+    hidden_size: int = Field(default=128, ge=16)
+    layers: int = Field(default=4, ge=1)
+    vocab_size: int = Field(default=1024, ge=300)
+    epochs: int = Field(default=2, ge=1)
+    lr: float = Field(default=2e-3, gt=0.0)
+    batch_size: int = Field(default=16, ge=1)
+    max_length: int = Field(default=1024, ge=64)
+
+
+class SweepConfig(Section):
+    """``seed sweep``: the methods table over seeds (``sweep/dvc.yaml``, one DVC ``foreach`` cell per seed)."""
+
+    seeds: list[int] = Field(default=[0, 1, 2, 3, 4], min_length=1)
+    """``project.seed`` of each cell (distinct; ``seed sweep --seeds N`` sets 0..N-1)."""
+    methods: list[str] = ["vanilla", "sft", "grpo", "seed_static", "seed"]
+    """Evaluated per seed: ``vanilla`` (base model), ``sft`` (Stage-1 checkpoint) and any key of ALGORITHMS."""
+
+    @model_validator(mode="after")
+    def _distinct(self) -> "SweepConfig":
+        for name, values in (("sweep.seeds", self.seeds), ("sweep.methods", self.methods)):
+            if len(set(values)) != len(values):
+                raise ValueError(f"{name} = {values} has duplicates; list each once")
+        return self
+
+
 class EvalConfig(Section):
     num_tasks: int = 8
     """Episodes per split."""
@@ -295,6 +330,8 @@ class SeedConfig(Section):
     rl: RLConfig = RLConfig()
     eval: EvalConfig = EvalConfig()
     tracking: TrackingConfig = TrackingConfig()
+    testbed: TestbedConfig = TestbedConfig()
+    sweep: SweepConfig = SweepConfig()
 
     @model_validator(mode="after")
     def _check_registry_names(self) -> "SeedConfig":

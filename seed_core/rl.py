@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from seed_core.algorithms import ALGORITHMS
+from seed_core.analyzer.parse import skill_metrics
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import write_json, write_records
 from seed_core.stage_utils import (
@@ -123,6 +124,7 @@ def run_rl_round(
             group_by_trajectory(records), {t.task_id: t for t in tasks}, client,
             parse_attempts=cfg.annotate.parse_attempts, policy_version=version, env=env)
         metrics["analysis/parse_ok_rate"] = sum(a.ok for a in annotations) / max(len(annotations), 1)
+        metrics.update(skill_metrics([a.episode_skill for a in annotations if a.ok], "analysis"))
     metrics["time/analysis_s"] = time.perf_counter() - t0
     skills = skills_by_traj(annotations)
 

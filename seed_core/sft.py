@@ -30,6 +30,26 @@ def read_sft_examples(path: Path) -> list[tuple[str, str]]:
     return examples
 
 
+def measure_skill_sensitivity(cfg: SeedConfig, model, tokenizer, encode, annotate_dir: Path,
+                              collect_dir: Path) -> dict[str, float]:
+    """Skill sensitivity of the trained checkpoint on the collected trajectories and their Stage-1 skills
+    (``seed_core.analyzer.sensitivity``)."""
+    from seed_core.analyzer.annotate import skills_by_traj
+    from seed_core.analyzer.insert import insert_episode_skill
+    from seed_core.analyzer.sensitivity import skill_sensitivity
+    from seed_core.envs import make_env
+    from seed_core.rollout.collector import group_by_trajectory
+    from seed_core.stage_utils import read_tasks
+    from seed_core.types import AnnotationRecord
+
+    trajectories = group_by_trajectory(read_records(collect_dir / "trajectories.parquet", StepRecord))
+    skills = skills_by_traj(read_records(annotate_dir / "annotations.parquet", AnnotationRecord))
+    return skill_sensitivity(model, tokenizer.pad_token_id, encode,
+                             lambda text: tokenizer.encode(text, add_special_tokens=False), make_env(cfg.env),
+                             trajectories, read_tasks(collect_dir / "tasks.json"), skills, insert_episode_skill,
+                             micro_batch_size=cfg.rl.micro_batch_size)
+
+
 def run_sft(cfg: SeedConfig, model_dir: Path, annotate_dir: Path, out_dir: Path, tracker: Tracker | None = None,
             collect_dir: Path | None = None) -> dict[str, float]:
     """Writes checkpoint/ (HF dir), loss.csv (step, loss) and metrics.json."""
@@ -62,6 +82,8 @@ def run_sft(cfg: SeedConfig, model_dir: Path, annotate_dir: Path, out_dir: Path,
     save_policy(accelerator, model, policy.tokenizer, out_dir / "checkpoint", keep_adapter=False)
     if not main:
         return {}
+    sensitivity = measure_skill_sensitivity(cfg, accelerator.unwrap_model(model), policy.tokenizer, encode,
+                                            Path(annotate_dir), collect_dir) if collect_dir is not None else {}
     atomic_write_text(out_dir / "loss.csv", "step,loss\n" + "".join(
         f"{i},{row['sft/loss']:.6f}\n" for i, row in enumerate(history)))
     metrics = {
@@ -70,6 +92,7 @@ def run_sft(cfg: SeedConfig, model_dir: Path, annotate_dir: Path, out_dir: Path,
         "sft/steps": float(len(history)),
         "sft/first_loss": history[0]["sft/loss"],
         "sft/final_loss": history[-1]["sft/loss"],
+        **sensitivity,
         "time/sft_s": time.perf_counter() - t0,
     }
     write_json(out_dir / "metrics.json", metrics)

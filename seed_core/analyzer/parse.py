@@ -176,3 +176,11 @@ def parse_analysis(
         episode_skill=skill,
         step_skills=_step_skills(obj.get("step_skills"), candidate_steps, max_step_skills),
     )
+
+
+def skill_metrics(skills: list[str], prefix: str) -> dict[str, float]:
+    """``<prefix>/skill_words_mean`` (words per parsed skill, 0 without skills) and ``<prefix>/distinct_skills``
+    (how many different skill texts: 1 of N means the analyzer says the same thing about every episode)."""
+    words = [len(s.split()) for s in skills]
+    return {f"{prefix}/skill_words_mean": sum(words) / len(words) if words else 0.0,
+            f"{prefix}/distinct_skills": float(len(set(skills)))}

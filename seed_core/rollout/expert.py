@@ -6,6 +6,7 @@ only (``response_ids`` empty); the SFT trainer tokenises them.
 
 from __future__ import annotations
 
+import random
 from typing import Sequence
 
 from seed_core.config import EnvConfig
@@ -13,7 +14,13 @@ from seed_core.envs import make_env
 from seed_core.types import HistoryItem, StepRecord, Task
 
 
-def play_expert(env_cfg: EnvConfig, tasks: Sequence[Task], policy_version: str = "expert") -> list[StepRecord]:
+def play_expert(env_cfg: EnvConfig, tasks: Sequence[Task], policy_version: str = "expert", *, noise: float = 0.0,
+                actions: Sequence[str] = (), seed: int = 0) -> list[StepRecord]:
+    """One expert episode per task. With ``noise > 0`` each step takes a uniformly random action from
+    ``actions`` with probability ``noise`` instead of the expert's (the testbed's epsilon-noisy expert)."""
+    if noise > 0 and not actions:
+        raise ValueError("play_expert: noise > 0 needs the set of actions to draw random ones from")
+    rng = random.Random(seed)
     records: list[StepRecord] = []
     for task in tasks:
         env = make_env(env_cfg)
@@ -26,6 +33,8 @@ def play_expert(env_cfg: EnvConfig, tasks: Sequence[Task], policy_version: str =
             window = history[-env_cfg.history_length:] if env_cfg.history_length > 0 else []
             prompt = env.build_prompt(obs, window, t)
             action = env.expert_action()
+            if noise > 0 and rng.random() < noise:
+                action = rng.choice(list(actions))
             response = env.format_response(action)
             parsed = env.parse_action(response)
             result = env.step(parsed.action)

@@ -43,6 +43,8 @@ class RLSamples:
     """Skill-augmented prompt, None when the trajectory has no valid skill."""
     group_ids: list[str]
     scores: torch.Tensor  # (N,) episode return minus the invalid-format penalty
+    success: torch.Tensor | None = None
+    """(N,) bool: the step's episode was won (splits the teacher-gap monitor by outcome); None = unknown."""
 
     def __len__(self) -> int:
         return len(self.prompt_ids)
@@ -177,9 +179,43 @@ def micro_batch_loss(
         opd_loss, opd_metrics = DISTILL_LOSSES.get(cfg.distill_loss)(inp, beta=beta)
         distill = cfg.opd_coef * opd_loss
         metrics.update(opd_metrics)
+    if algorithm.needs_teacher and samples.success is not None:
+        metrics.update(gap_sums_by_outcome(teacher, logprobs.detach(), mask * tmask.unsqueeze(1),
+                                           samples.success[idx].to(dev)))
     tokens = float(mask.sum())
     teacher_tokens = float((mask * tmask.unsqueeze(1)).sum())
     return MicroLoss(loss, distill, tokens, teacher_tokens), metrics
+
+
+OUTCOMES = ("success", "failure")
+
+
+def gap_sums_by_outcome(teacher: torch.Tensor, student: torch.Tensor, active: torch.Tensor,
+                        success: torch.Tensor) -> dict[str, float]:
+    """Sums of the teacher-student gap l^T - l over active tokens, and their counts, split by the outcome of
+    each row's episode. ``teacher``/``student``/``active``: (B, T); ``success``: (B,) bool. Sums (not means)
+    so that ``teacher_gap_by_outcome`` can pool them exactly over micro-batches and ranks."""
+    out: dict[str, float] = {}
+    for outcome, rows in zip(OUTCOMES, (success, ~success)):
+        m = active * rows.to(active.dtype).unsqueeze(1)
+        out[f"gap_sum/{outcome}"] = float(((teacher - student) * m).sum())
+        out[f"gap_tokens/{outcome}"] = float(m.sum())
+    return out
+
+
+def teacher_gap_by_outcome(metrics: dict[str, float]) -> dict[str, float]:
+    """Pop the pooled ``rl/gap_sum/*`` and ``rl/gap_tokens/*`` and return ``rl/teacher_gap_<outcome>`` (mean
+    l^T - l per token; 0 when no such token) and ``rl/teacher_tokens_<outcome>`` (average per micro-batch,
+    so the ratio of the two pooled means is the exact token-mean)."""
+    out: dict[str, float] = {}
+    for outcome in OUTCOMES:
+        total = metrics.pop(f"rl/gap_sum/{outcome}", None)
+        tokens = metrics.pop(f"rl/gap_tokens/{outcome}", None)
+        if total is None or tokens is None:
+            continue
+        out[f"rl/teacher_gap_{outcome}"] = total / tokens if tokens > 0 else 0.0
+        out[f"rl/teacher_tokens_{outcome}"] = tokens
+    return out
 
 
 def _mini_batch_totals(samples: RLSamples, mini: list[int]) -> tuple[float, float]:
@@ -264,6 +300,7 @@ def rl_update(
             optimizer.zero_grad(set_to_none=True)
     timings["time/update_s"] = time.perf_counter() - t1
     out = _mean_over_ranks(comm, sums, n_micro)
+    out.update(teacher_gap_by_outcome(out))
     out["rl/total_loss"] = sum(losses) / len(losses)
     out["rl/grad_norm"] = sum(grad_norms) / max(len(grad_norms), 1)
     out["rl/optimizer_steps"] = float(len(grad_norms))
@@ -294,6 +331,7 @@ def gather_samples(samples: RLSamples, comm: Collective) -> RLSamples:
         teacher_prompt_ids=[t for s in parts for t in s.teacher_prompt_ids],
         group_ids=[g for s in parts for g in s.group_ids],
         scores=torch.cat([s.scores for s in parts]),
+        success=None if any(s.success is None for s in parts) else torch.cat([s.success for s in parts]),
     )
 
 
@@ -318,4 +356,5 @@ def build_samples(
         teacher_prompt_ids=teacher_prompts,
         group_ids=[r.group_id for r in usable],
         scores=step_scores(returns, valid, penalty) if usable else torch.zeros(0),
+        success=torch.tensor([bool(r.success) for r in usable], dtype=torch.bool),
     )

@@ -1,0 +1,152 @@
+"""The testbed model: a small transformers causal LM pretrained on an environment's own text.
+
+A *testbed*, not a language model: it exists so that RL and self-evolving distillation can be measured on
+2 CPU cores, where SmolLM2-135M trains at ~80 tokens/s and a full run would take hours. It is built once
+by ``prepare_model`` (model name ``testbed``) from text the environment itself generates:
+
+* **agent turns** ``(prompt, response)`` of an epsilon-noisy expert: at every step the expert's action with
+  probability ``1 - testbed.noise``, else a uniformly random action. The pretrained policy therefore knows
+  the right move but is diluted, which is the regime RL improves: GRPO has to find and sharpen it.
+* **skill-conditioned turns** ``(prompt + hindsight skill, expert response)``: the same states with the
+  oracle's hindsight skill for that episode inserted by the SEED/OPID rule (``insert_episode_skill``) and
+  the *noise-free* expert action as the target, a fraction ``testbed.skill_fraction`` of the steps. A skill
+  in context can thus change the actions, as the paper assumes of a real LLM (the teacher context).
+* **analyses** ``(analysis prompt, oracle JSON)`` for every pretraining episode, so the model can write
+  skills about its own trajectories (SEED's self-analyzer) before Stage 1 sharpens that.
+
+Architecture: Qwen2 (``hidden``, ``layers``, 4 heads / 2 KV heads, tied embeddings) with a byte-level BPE
+tokenizer trained on the same corpus and a ChatML template. Every choice is in the ``testbed`` config
+section; the corpus uses train-split tasks only, so held-out (test) levels stay unseen.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from seed_core.config import SeedConfig, SFTConfig
+from seed_core.registry import Registry
+
+RANDOM_ACTIONS: Registry[tuple[str, ...]] = Registry("testbed environment (random-action set)")
+"""Per environment, the actions the noisy expert draws from (an environment with a fixed action set)."""
+RANDOM_ACTIONS.register("sokoban")(("up", "down", "left", "right"))
+
+PRETRAIN_SEED_OFFSET = 7_919
+"""Task seeds of the pretraining corpus are drawn apart from collect/RL (still from the train split)."""
+
+
+@dataclass
+class Corpus:
+    """Chat examples (user prompt, assistant target) by kind, and the texts the tokenizer is trained on."""
+
+    agent: list[tuple[str, str]]
+    skill: list[tuple[str, str]]
+    analysis: list[tuple[str, str]]
+
+    @property
+    def examples(self) -> list[tuple[str, str]]:
+        return self.agent + self.skill + self.analysis
+
+    def stats(self) -> dict[str, float]:
+        return {"testbed/agent_examples": float(len(self.agent)), "testbed/skill_examples": float(len(self.skill)),
+                "testbed/analysis_examples": float(len(self.analysis))}
+
+
+def build_corpus(cfg: SeedConfig) -> Corpus:
+    """Noisy-expert episodes on ``testbed.episodes`` train tasks, their oracle analyses and skill turns."""
+    from seed_core.analyzer.annotate import annotate_trajectories, sft_examples
+    from seed_core.analyzer.clients import OracleClient
+    from seed_core.analyzer.insert import insert_episode_skill
+    from seed_core.envs import make_env
+    from seed_core.rollout.collector import group_by_trajectory
+    from seed_core.rollout.expert import play_expert
+
+    tb = cfg.testbed
+    actions = RANDOM_ACTIONS.get(cfg.env.name)
+    env = make_env(cfg.env)
+    seed = cfg.project.seed + PRETRAIN_SEED_OFFSET
+    tasks = env.make_tasks("train", tb.episodes, seed=seed)
+    records = play_expert(cfg.env, tasks, policy_version="testbed-corpus", noise=tb.noise, actions=actions, seed=seed)
+    trajectories = group_by_trajectory(records)
+    notes = annotate_trajectories(trajectories, {t.task_id: t for t in tasks}, OracleClient(env, cfg.env.name),
+                                  parse_attempts=1, policy_version="testbed-corpus", env=env)
+    skills = {a.traj_id: a.episode_skill for a in notes if a.ok}
+    rng = random.Random(seed)
+    agent, skill = [], []
+    by_task = {t.task_id: t for t in tasks}
+    for traj_id, steps in trajectories.items():
+        agent += [(r.prompt, r.response) for r in steps]
+        env.reset(by_task[steps[0].task_id])
+        for r in steps:  # replay the episode: the expert's move in every visited state
+            if traj_id in skills and rng.random() < tb.skill_fraction:
+                target = env.format_response(env.expert_action())
+                skill.append((insert_episode_skill(r.prompt, skills[traj_id]), target))
+            if not r.done:
+                env.step(r.action)
+    return Corpus(agent=agent, skill=skill, analysis=sft_examples(notes))
+
+
+def train_tokenizer(texts: list[str], vocab_size: int) -> Any:
+    """Byte-level BPE on ``texts`` with ChatML special tokens and template (deterministic)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from seed_core.models import CHATML_TEMPLATE, TINY_SPECIAL_TOKENS
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=TINY_SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    bpe.train_from_iterator(texts, trainer=trainer)
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<|endoftext|>", eos_token="<|im_end|>",
+                                  pad_token="<|pad|>", unk_token=None)
+    tok.chat_template = CHATML_TEMPLATE
+    tok.padding_side = "left"
+    return tok
+
+
+def build_testbed_model(cfg: SeedConfig, out_dir: str | Path) -> Path:
+    """Build (once, atomically) the testbed model of ``cfg`` into ``out_dir``; metrics go to
+    ``out_dir/testbed_metrics.json``."""
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    from seed_core.io import write_json
+    from seed_core.models import _build_atomically
+    from seed_core.stage_utils import make_encoder
+    from seed_core.trainer.sft import run_sft_loop, tokenize_examples
+
+    tb = cfg.testbed
+
+    def write(tmp: Path) -> None:
+        start = time.perf_counter()
+        corpus = build_corpus(cfg)
+        tok = train_tokenizer([text for pair in corpus.examples for text in pair], tb.vocab_size)
+        config = Qwen2Config(
+            vocab_size=len(tok), hidden_size=tb.hidden_size, intermediate_size=3 * tb.hidden_size,
+            num_hidden_layers=tb.layers, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=4096, tie_word_embeddings=True, bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+        torch.manual_seed(cfg.project.seed)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        model.generation_config.pad_token_id = tok.pad_token_id
+        encode = make_encoder(tok, {}, cfg.generation.max_prompt_tokens)
+        data = tokenize_examples(corpus.examples, encode, tok, tb.max_length)
+        sft = SFTConfig(epochs=tb.epochs, lr=tb.lr, batch_size=tb.batch_size, max_length=tb.max_length,
+                        warmup_ratio=0.05, weight_decay=0.0, grad_clip=1.0)
+        history = run_sft_loop(model, data, sft, tok.pad_token_id, seed=cfg.project.seed)
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        tokens = sum(len(p) + len(t) for p, t in data)
+        write_json(tmp / "testbed_metrics.json", {
+            **corpus.stats(), "testbed/parameters": float(sum(p.numel() for p in model.parameters())),
+            "testbed/tokens_per_epoch": float(tokens), "testbed/steps": float(len(history)),
+            "testbed/first_loss": history[0]["sft/loss"], "testbed/final_loss": history[-1]["sft/loss"],
+            "testbed/seconds": time.perf_counter() - start})
+
+    return _build_atomically(Path(out_dir), write)
