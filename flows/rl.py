@@ -21,7 +21,7 @@ from tasks.rl import rl_finalize, rl_launch, rl_round
 @flow(name="rl", flow_run_name="rl-{algorithm}")
 def rl_flow(params_path: Path = Path("params.yaml"), algorithm: str = "seed",
             parent_run_id: str | None = None) -> dict[str, float]:
-    cfg = load_config(params_path, {"rl.algorithm": algorithm})
+    cfg = load_config(params_path, {"rl.algorithm": algorithm}, origin="--algorithm")
     paths = stage_paths(cfg)
     init, out = paths.sft / "checkpoint", paths.rl(algorithm)
     reset_stale_rounds(out, resume_key(cfg, init))

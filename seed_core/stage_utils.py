@@ -59,7 +59,7 @@ def config_from_args(args: argparse.Namespace) -> SeedConfig:
         if not sep:
             raise SystemExit(f"--set expects KEY=VALUE, got {item!r}")
         overrides[key.strip()] = yaml.safe_load(value)
-    return load_config(args.config, overrides or None)
+    return load_config(args.config, overrides or None, origin="--set")
 
 
 def task_seed(cfg: SeedConfig, stage: str, index: int = 0) -> int:
