@@ -203,6 +203,9 @@ class AnnotateConfig(Section):
     max_retries: int = Field(5, ge=0)
     """Retries per call on timeouts, connection errors, 429 (Retry-After honoured), 5xx, empty answers and
     non-JSON bodies; exponential backoff with jitter."""
+    min_ok_fraction: float = Field(0.5, ge=0.0, le=1.0)
+    """The annotate stage fails (naming the commonest failures) when fewer trajectories than this share
+    were annotated: an endpoint that rejects every call must not leave SFT with expert data only."""
     prompt_version: str = "opid-v1"
     """Version tag of the analyzer prompt; part of the annotation cache key."""
 

@@ -25,6 +25,7 @@ from seed_core.stage_utils import (
     config_from_args,
     make_encoder,
     read_metrics,
+    require_tasks,
     stage_parser,
     task_seed,
     write_tasks,
@@ -104,7 +105,8 @@ def run_rl_round(
     backend = BACKENDS.get(cfg.generation.backend)(replace(policy, model=accelerator.unwrap_model(policy.model)),
                                                    cfg.generation)
     env = make_env(cfg.env)
-    all_tasks = env.make_tasks("train", cfg.rl.tasks_per_round, seed=seed)
+    all_tasks = require_tasks(env.make_tasks("train", cfg.rl.tasks_per_round, seed=seed), cfg, "train",
+                              cfg.rl.tasks_per_round)
     tasks = all_tasks[accelerator.process_index::accelerator.num_processes]
     version = f"{cfg.rl.algorithm}/round_{round_idx:03d}"
 

@@ -38,6 +38,14 @@ def read_tasks(path: Path) -> dict[str, Task]:
     return {row["task_id"]: Task(**row) for row in rows}
 
 
+def require_tasks(tasks: Sequence[Task], cfg: SeedConfig, split: str, wanted: int) -> Sequence[Task]:
+    """A stage never plays zero tasks: an empty split stops it naming the environment and the split."""
+    if not tasks and wanted > 0:
+        raise DataFileError(f"env {cfg.env.name!r} has no tasks in split {split!r} (asked for {wanted}); "
+                            "check its data (env.* in params.yaml) or the split name")
+    return tasks
+
+
 def read_metrics(path: Path) -> dict[str, float]:
     return json.loads(Path(path).read_text()) if Path(path).is_file() else {}
 
