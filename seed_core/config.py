@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 
@@ -138,6 +138,10 @@ class EnvConfig(Section):
     webshop: WebShopConfig = WebShopConfig()
 
 
+VLLM_RESERVED_FLAGS = ("--host", "--port", "--api-key", "--uds")
+"""``vllm serve`` flags seed sets itself on the engines it launches; ``extra_args`` may not override them."""
+
+
 class VLLMConfig(Section):
     base_url: str = ""
     """An already running vLLM OpenAI-compatible server (``http://127.0.0.1:8000``); empty = seed starts its own."""
@@ -154,7 +158,19 @@ class VLLMConfig(Section):
     startup_timeout_s: float = Field(900.0, gt=0.0)
     """How long to wait for a launched engine to answer /health."""
     extra_args: list[str] = []
-    """Extra ``vllm serve`` flags (e.g. ``--enforce-eager``)."""
+    """Extra ``vllm serve`` flags (e.g. ``--enforce-eager``); not --host, --port, --api-key or --uds."""
+    host: str = "127.0.0.1"
+    """Interface seed's own engines listen on: loopback unless set here explicitly. Every engine gets a
+    random API key (``VLLM_API_KEY``) for its /v1 routes either way."""
+
+    @field_validator("extra_args")
+    @classmethod
+    def _no_reserved_flags(cls, args: list[str]) -> list[str]:
+        reserved = [a for a in args if a.split("=", 1)[0] in VLLM_RESERVED_FLAGS]
+        if reserved:
+            raise ValueError(f"may not set {', '.join(reserved)}: seed sets the host (generation.vllm.host), "
+                             "the port and a random API key of the engines it launches")
+        return args
 
 
 class GenerationConfig(Section):
