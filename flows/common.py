@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
-import json
 import os
 import shutil
 import sys
@@ -20,6 +18,7 @@ from typing import Any, Iterator
 
 from seed_core.algorithms import ALGORITHMS
 from seed_core.config import ConfigError, SeedConfig, load_config, project_root
+from seed_core.stage_utils import RESUME_FILE
 from seed_core.tracking import RunTracker, Tracker, dvc_lock_hashes, open_run
 
 RL_ALGORITHMS = ("grpo", "seed", "seed_static")
@@ -113,16 +112,10 @@ def finish(tracker: Tracker, out_dir: Path, metrics: dict[str, float]) -> dict[s
 
 
 def resume_key(cfg: SeedConfig, init_checkpoint: Path) -> str:
-    """What finished RL rounds depend on: the config (less tracking, eval and the round count, so
-    raising ``rl.rounds`` extends a run) and the content of the starting checkpoint."""
-    digest = hashlib.sha256()
-    data = cfg.model_dump(mode="json", exclude={"tracking": True, "eval": True, "rl": {"rounds", "save_every"}})
-    digest.update(json.dumps(data, sort_keys=True).encode())
-    for file in sorted(p for p in init_checkpoint.rglob("*") if p.is_file()):
-        digest.update(file.relative_to(init_checkpoint).as_posix().encode())
-        with open(file, "rb") as fh:
-            digest.update(hashlib.file_digest(fh, "sha256").digest())
-    return digest.hexdigest()
+    """What finished RL rounds depend on (``seed_core.stage_utils.rl_fingerprint``; the engine checks it too)."""
+    from seed_core.stage_utils import rl_fingerprint
+
+    return rl_fingerprint(cfg, init_checkpoint)
 
 
 def reset_stale_rounds(out_dir: Path, key: str) -> None:
@@ -131,7 +124,7 @@ def reset_stale_rounds(out_dir: Path, key: str) -> None:
     The round directories are not DVC outputs (DVC would delete them before a rerun), so a killed RL
     stage resumes from its last DONE round; this guard stops a changed config from reusing them.
     """
-    marker = out_dir / ".resume_key"
+    marker = out_dir / RESUME_FILE
     if out_dir.exists() and (not marker.is_file() or marker.read_text() != key):
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

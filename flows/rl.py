@@ -21,10 +21,11 @@ from tasks.rl import rl_finalize, rl_launch, rl_round
 @flow(name="rl", flow_run_name="rl-{algorithm}")
 def rl_flow(params_path: Path = Path("params.yaml"), algorithm: str = "seed",
             parent_run_id: str | None = None) -> dict[str, float]:
-    cfg = load_config(params_path, {"rl.algorithm": algorithm})
+    cfg = load_config(params_path, {"rl.algorithm": algorithm}, origin="--algorithm")
     paths = stage_paths(cfg)
     init, out = paths.sft / "checkpoint", paths.rl(algorithm)
-    reset_stale_rounds(out, resume_key(cfg, init))
+    key = resume_key(cfg, init)
+    reset_stale_rounds(out, key)  # the pipeline starts over on a change; the engine alone would refuse
     with stage_run(cfg, f"rl-{algorithm}", "rl", [init], parent_run_id) as tracker:
         if is_launched(cfg):  # multi-process: all rounds in one launch; the loop below then only logs them
             rl_launch(cfg, init, out)
@@ -32,7 +33,7 @@ def rl_flow(params_path: Path = Path("params.yaml"), algorithm: str = "seed",
             resumed = (out / f"round_{i:03d}" / "DONE").is_file()
             with open_run(cfg, f"rl-{algorithm}-round-{i:03d}", parent_run_id=tracker.run_id,
                           prefix="rl", tags={"round": i, "resumed": resumed}, log_config=False) as round_tracker:
-                tracker.log_metrics(rl_round(cfg, i, init, out, round_tracker), step=i)
+                tracker.log_metrics(rl_round(cfg, i, init, out, round_tracker, key), step=i)
         metrics = rl_finalize(cfg, out)
         if cfg.tracking.register_models:
             tracker.register_checkpoint(out / "checkpoint", f"seed-{cfg.env.name}-{algorithm}")

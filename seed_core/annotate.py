@@ -6,8 +6,9 @@ The client is ``annotate.client`` (``oracle`` offline, ``openai`` for any OpenAI
 built, and its endpoint checked, before any work. Trajectories go out ``annotate.concurrency`` at a time,
 each worker thread with its own env and client; each finished annotation is appended at once to
 ``annotation_cache.jsonl`` (``seed_core.analyzer.cache``), so a killed run resumes and sends only what is
-missing. Failures are recorded per trajectory (``parse_status = failed`` + reason), never fatal.
-Outputs: annotations.parquet, sft_examples.jsonl (analyzer-format SFT data) and metrics.json (counts,
+missing. Failures are recorded per trajectory (``parse_status = failed`` + reason); the stage fails
+(``AnnotationQualityError``, naming the commonest failures) when the annotated share is below
+``annotate.min_ok_fraction``, and on empty inputs. Outputs: annotations.parquet, sft_examples.jsonl (analyzer-format SFT data) and metrics.json (counts,
 failure reasons, SFT-data statistics: kept, dropped and why, lengths).
 """
 
@@ -38,6 +39,10 @@ CACHE_FILE = "annotation_cache.jsonl"
 """Kept in the output directory across runs (not a DVC output of its own): the resume point."""
 
 
+class AnnotationQualityError(RuntimeError):
+    """Too few trajectories were annotated (``annotate.min_ok_fraction``); the message names the causes."""
+
+
 @dataclass
 class _Worker:
     """What one annotation thread owns: env (requests reset it) and client (the oracle uses the env)."""
@@ -63,10 +68,13 @@ def run_annotate(cfg: SeedConfig, collect_dir: Path, out_dir: Path, tracker: Tra
     t0 = time.perf_counter()
     _check_prompt_version(cfg)
     trajectories = group_by_trajectory(read_records(collect_dir / "trajectories.parquet", StepRecord))
+    if not trajectories:
+        raise DataFileError(f"{collect_dir / 'trajectories.parquet'} has 0 rows: the collect stage produced no "
+                            "trajectories; check collect.num_tasks / collect.group_size and rerun collect")
     tasks = read_tasks(collect_dir / "tasks.json")
     _check_tasks(trajectories, tasks, collect_dir / "tasks.json")
     probe = _make_worker(cfg)  # fails fast: no endpoint configured, endpoint unreachable, key rejected
-    analyzer = analyzer_identity(cfg.annotate, probe.client.identity)
+    analyzer = analyzer_identity(cfg.annotate, probe.client.identity, getattr(probe.client, "url", ""))
     keys = {tid: trajectory_key(steps, cfg.annotate.prompt_version, analyzer) for tid, steps in trajectories.items()}
     with AnnotationCache(out_dir / CACHE_FILE) as cache:
         done = cache.load()
@@ -74,9 +82,9 @@ def run_annotate(cfg: SeedConfig, collect_dir: Path, out_dir: Path, tracker: Tra
         fresh = _annotate_missing(cfg, trajectories, tasks, missing, keys, cache)
     annotations = [fresh[tid] if tid in fresh else done[keys[tid]] for tid in trajectories]
     examples = sft_examples(annotations)
-    write_records(annotations, out_dir / "annotations.parquet", AnnotationRecord)
-    atomic_write_text(out_dir / "sft_examples.jsonl",
-                      "".join(json.dumps({"prompt": p, "target": t}) + "\n" for p, t in examples))
+    write_records(annotations, out_dir / "annotations.parquet", AnnotationRecord)  # the per-trajectory errors
+    for stale in ("sft_examples.jsonl", "resolved_config.json"):  # nothing looks finished until the check passed
+        (out_dir / stale).unlink(missing_ok=True)
     metrics = {
         **annotation_metrics(annotations),
         **sft_data_metrics(annotations, examples),
@@ -85,9 +93,39 @@ def run_annotate(cfg: SeedConfig, collect_dir: Path, out_dir: Path, tracker: Tra
         "time/annotate_s": time.perf_counter() - t0,
     }
     write_json(out_dir / "metrics.json", {**metrics, "failure_reasons": failure_reasons(annotations)})
-    dump_resolved(cfg, out_dir / "resolved_config.json")
     (tracker or NullTracker()).log_metrics(metrics)
+    check_ok_fraction(cfg, annotations, getattr(probe.client, "url", ""), out_dir)
+    atomic_write_text(out_dir / "sft_examples.jsonl",
+                      "".join(json.dumps({"prompt": p, "target": t}) + "\n" for p, t in examples))
+    dump_resolved(cfg, out_dir / "resolved_config.json")
     return metrics
+
+
+def check_ok_fraction(cfg: SeedConfig, annotations: list[AnnotationRecord], endpoint: str, out_dir: Path) -> None:
+    """Raise ``AnnotationQualityError`` when fewer than ``annotate.min_ok_fraction`` of the trajectories
+    were annotated: the message gives the count, the commonest failures with an example, and the fix."""
+    from seed_core.analyzer.cache import answered
+
+    ok = sum(a.ok for a in annotations)
+    if ok >= cfg.annotate.min_ok_fraction * len(annotations):
+        return
+    counts = failure_reasons(annotations)
+    top = sorted(counts.items(), key=lambda kv: -kv[1])[:3]
+    examples = {failure_reason(a): a.error for a in reversed(annotations) if not a.ok}
+    causes = "; ".join(f"{reason} x{n} (e.g. {examples[reason][:160]!r})" for reason, n in top)
+    failed = [a for a in annotations if not a.ok]
+    if sum(not answered(a) for a in failed) >= len(failed) / 2:
+        where = f"the endpoint {endpoint}" if endpoint else f"the {cfg.annotate.client!r} analyzer"
+        fix = (f"the calls to {where} (model {cfg.annotate.model!r}) failed: check OPENAI_BASE_URL (an "
+               "OpenAI-compatible base URL usually ends in /v1), OPENAI_API_KEY and annotate.model")
+    else:
+        fix = ("the answers did not parse as the analyzer JSON: check annotate.model, or raise "
+               "annotate.max_tokens / annotate.parse_attempts")
+    raise AnnotationQualityError(
+        f"only {ok} of {len(annotations)} trajectories were annotated ({ok / len(annotations):.0%}), below "
+        f"annotate.min_ok_fraction = {cfg.annotate.min_ok_fraction}; failures: {causes}. Likely cause: {fix}. "
+        f"Per-trajectory errors are in {out_dir / 'annotations.parquet'}; finished annotations are cached and "
+        "a rerun sends only the rest.")
 
 
 def _annotate_missing(
@@ -161,11 +199,11 @@ def failure_reasons(annotations: list[AnnotationRecord]) -> dict[str, int]:
 
 def annotation_metrics(annotations: list[AnnotationRecord]) -> dict[str, float]:
     """Outcome counts; a failure is ``no_answer`` (the calls failed) or ``unparsable`` (answers, no JSON)."""
-    from seed_core.analyzer.cache import is_final
+    from seed_core.analyzer.cache import answered
 
     n = max(len(annotations), 1)
     ok = sum(a.ok for a in annotations)
-    no_answer = sum(not a.ok and not is_final(a) for a in annotations)
+    no_answer = sum(not answered(a) for a in annotations)
     return {
         "annotate/trajectories": float(len(annotations)),
         "annotate/ok": float(ok),
@@ -206,7 +244,7 @@ def main() -> None:
 
     try:
         print(run_annotate(config_from_args(args), Path(args.collect), Path(args.out)))
-    except (AnalyzerSetupError, ConfigError, DataFileError) as err:  # bad setup or input: the message says the fix
+    except (AnalyzerSetupError, AnnotationQualityError, ConfigError, DataFileError) as err:  # bad setup or input: the message says the fix
         raise SystemExit(f"seed annotate: {err}") from None
 
 

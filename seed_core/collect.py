@@ -10,7 +10,7 @@ from pathlib import Path
 
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import write_json, write_records
-from seed_core.stage_utils import config_from_args, stage_parser, task_seed, write_tasks
+from seed_core.stage_utils import config_from_args, require_tasks, stage_parser, task_seed, write_tasks
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import StepRecord
 
@@ -27,7 +27,8 @@ def run_collect(cfg: SeedConfig, model_dir: Path, out_dir: Path, tracker: Tracke
     t0 = time.perf_counter()
     env = make_env(cfg.env)
     seed = task_seed(cfg, "collect")
-    tasks = env.make_tasks("train", cfg.collect.num_tasks, seed=seed)
+    tasks = require_tasks(env.make_tasks("train", cfg.collect.num_tasks, seed=seed), cfg, "train",
+                          cfg.collect.num_tasks)
     policy = load_policy(cfg.model, model_dir, trainable=False)
     backend = BACKENDS.get(cfg.generation.backend)(policy, cfg.generation)
     records = rollout(cfg.env, tasks, backend, group_size=cfg.collect.group_size,

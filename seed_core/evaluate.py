@@ -20,7 +20,7 @@ from typing import Sequence
 
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import write_json, write_records
-from seed_core.stage_utils import config_from_args, stage_parser, task_seed
+from seed_core.stage_utils import config_from_args, require_tasks, stage_parser, task_seed
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import EvalRecord, StepRecord
 
@@ -75,14 +75,15 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
 
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
-    policy = load_policy(cfg.model, checkpoint, trainable=False)
-    backend = BACKENDS.get(cfg.generation.backend)(policy, cfg.generation)
     env = make_env(cfg.env)
     seed = task_seed(cfg, "eval")
+    split_tasks = {split: require_tasks(env.make_tasks(split, cfg.eval.num_tasks, seed=seed), cfg, split,
+                                        cfg.eval.num_tasks) for split in cfg.eval.splits}  # before the model loads
+    policy = load_policy(cfg.model, checkpoint, trainable=False)
+    backend = BACKENDS.get(cfg.generation.backend)(policy, cfg.generation)
     rows: list[EvalRecord] = []
     tokens = 0
-    for split in cfg.eval.splits:
-        tasks = env.make_tasks(split, cfg.eval.num_tasks, seed=seed)
+    for split, tasks in split_tasks.items():
         play = dict(group_size=1, temperature=cfg.generation.eval_temperature,
                     max_new_tokens=cfg.generation.max_new_tokens, seed=seed, policy_version=method,
                     group_tag=f"eval:{split}:")

@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from seed_core.config import SeedConfig  # noqa: E402
-from seed_core.io import atomic_write_text, read_frame  # noqa: E402
+from seed_core.io import DataFileError, atomic_write_text, read_frame  # noqa: E402
 from seed_core.types import EvalRecord  # noqa: E402
 
 METHOD_ORDER = ("vanilla", "sft", "skill_prompt", "grpo", "grpo_opsd", "sdar", "opid", "seed_static", "seed")
@@ -60,6 +60,9 @@ def load_episodes(eval_dirs: dict[str, Path]) -> pd.DataFrame:
               for name, d in eval_dirs.items()]
     if not frames:
         raise ValueError("report needs at least one evaluation directory")
+    for (name, d), frame in zip(eval_dirs.items(), frames):
+        if frame.empty:
+            raise DataFileError(f"{Path(d) / 'episodes.parquet'} has 0 rows; rerun the evaluate@{name} stage")
     return pd.concat(frames, ignore_index=True)
 
 

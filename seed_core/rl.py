@@ -21,11 +21,15 @@ import torch
 from seed_core.algorithms import ALGORITHMS
 from seed_core.analyzer.parse import skill_metrics
 from seed_core.config import SeedConfig, dump_resolved
-from seed_core.io import write_json, write_records
+from seed_core.io import DataFileError, write_json, write_records
 from seed_core.stage_utils import (
+    StaleRoundsError,
+    check_rounds,
     config_from_args,
     make_encoder,
     read_metrics,
+    require_tasks,
+    rl_fingerprint,
     stage_parser,
     task_seed,
     write_tasks,
@@ -54,8 +58,12 @@ def run_rl_round(
     out_dir: Path,
     analyzer_checkpoint: Path | None = None,
     tracker: Tracker | None = None,
+    fingerprint: str | None = None,
 ) -> dict[str, float]:
-    """Run RL iteration ``round_idx`` of ``cfg.rl.algorithm``; returns (and saves) its metrics."""
+    """Run RL iteration ``round_idx`` of ``cfg.rl.algorithm``; returns (and saves) its metrics.
+
+    Finished rounds in ``out_dir`` are reused only when they were made from the same config and starting
+    checkpoint (``rl_fingerprint``, computed here unless the caller passes it); else ``StaleRoundsError``."""
     from seed_core.analyzer.annotate import annotate_trajectories, skills_by_traj
     from seed_core.analyzer.clients import CLIENTS
     from seed_core.analyzer.insert import insert_episode_skill
@@ -77,6 +85,7 @@ def run_rl_round(
 
     tracker = tracker or NullTracker()
     out_dir = Path(out_dir)
+    check_rounds(out_dir, fingerprint or rl_fingerprint(cfg, init_checkpoint))
     final = round_dir(out_dir, round_idx)
     if (final / "DONE").is_file():
         return read_metrics(final / "metrics.json")
@@ -105,7 +114,8 @@ def run_rl_round(
     backend = BACKENDS.get(cfg.generation.backend)(replace(policy, model=accelerator.unwrap_model(policy.model)),
                                                    cfg.generation)
     env = make_env(cfg.env)
-    all_tasks = env.make_tasks("train", cfg.rl.tasks_per_round, seed=seed)
+    all_tasks = require_tasks(env.make_tasks("train", cfg.rl.tasks_per_round, seed=seed), cfg, "train",
+                              cfg.rl.tasks_per_round)
     tasks = all_tasks[accelerator.process_index::accelerator.num_processes]
     version = f"{cfg.rl.algorithm}/round_{round_idx:03d}"
 
@@ -191,8 +201,7 @@ def finalize_rl(cfg: SeedConfig, out_dir: Path) -> dict[str, float]:
 
     atomic_write_text(out_dir / "curve.csv", curve.to_csv(index=False))
     link_tree(last / "checkpoint", out_dir / "checkpoint")  # weights and tokenizer only
-    for opt in (last / "checkpoint").glob("optimizer*.pt"):  # ~1 GB per run for SmolLM2; not needed any more
-        opt.unlink()
+    # the last round keeps its optimizer state: raising rl.rounds later continues AdamW where it stopped
     summary = {
         "algorithm_rounds": float(cfg.rl.rounds),
         "final_train_success_rate": float(rows[-1].get("rollout/success_rate", 0.0)),
@@ -209,8 +218,9 @@ def finalize_rl(cfg: SeedConfig, out_dir: Path) -> dict[str, float]:
 def run_rl(cfg: SeedConfig, init_checkpoint: Path, out_dir: Path, analyzer_checkpoint: Path | None = None,
            tracker: Tracker | None = None) -> dict[str, float]:
     """All rounds (resuming after the last finished one), then ``finalize_rl``."""
+    fingerprint = rl_fingerprint(cfg, init_checkpoint)  # hashes the starting checkpoint once per run
     for i in range(cfg.rl.rounds):
-        run_rl_round(cfg, i, init_checkpoint, out_dir, analyzer_checkpoint, tracker)
+        run_rl_round(cfg, i, init_checkpoint, out_dir, analyzer_checkpoint, tracker, fingerprint)
     return finalize_rl(cfg, out_dir)
 
 
@@ -223,10 +233,13 @@ def main() -> None:
     args = parser.parse_args()
     cfg = config_from_args(args)
     ckpt = Path(args.analyzer_checkpoint) if args.analyzer_checkpoint else None
-    if args.round is not None:
-        print(run_rl_round(cfg, args.round, Path(args.init), Path(args.out), ckpt))
-    else:
-        print(run_rl(cfg, Path(args.init), Path(args.out), ckpt))
+    try:
+        if args.round is not None:
+            print(run_rl_round(cfg, args.round, Path(args.init), Path(args.out), ckpt))
+        else:
+            print(run_rl(cfg, Path(args.init), Path(args.out), ckpt))
+    except (DataFileError, StaleRoundsError) as err:  # the message says the fix
+        raise SystemExit(f"seed rl: {err}") from None
 
 
 if __name__ == "__main__":

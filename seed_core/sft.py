@@ -64,9 +64,17 @@ def run_sft(cfg: SeedConfig, model_dir: Path, annotate_dir: Path, out_dir: Path,
     t0 = time.perf_counter()
     examples = read_sft_examples(Path(annotate_dir) / "sft_examples.jsonl")
     n_analyzer = len(examples)
+    if not examples:  # expert demonstrations alone would not teach the analyzer format
+        raise DataFileError(f"{Path(annotate_dir) / 'sft_examples.jsonl'} holds no examples: Stage 1 annotated no "
+                            "trajectory; rerun the annotate stage (its metrics.json lists the failure reasons)")
     if cfg.sft.include_expert and collect_dir is not None:
         expert = read_records(Path(collect_dir) / "expert.parquet", StepRecord)
+        if not expert and cfg.collect.expert_episodes > 0:
+            raise DataFileError(f"{Path(collect_dir) / 'expert.parquet'} has 0 rows but collect.expert_episodes = "
+                                f"{cfg.collect.expert_episodes}; rerun the collect stage")
         examples += [(r.prompt, r.response) for r in expert]
+    for stale in ("metrics.json", "resolved_config.json", "loss.csv"):  # an interrupted run must not look done
+        (out_dir / stale).unlink(missing_ok=True)
     torch.manual_seed(cfg.project.seed)
     accelerator = make_accelerator(cfg.model)
     check_layout(accelerator, cfg, generates=False)

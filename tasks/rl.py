@@ -13,7 +13,7 @@ from seed_core.tracking import Tracker
 
 @task(name="rl_round", cache_policy=NO_CACHE, task_run_name="rl-round-{round_idx}")
 def rl_round(cfg: SeedConfig, round_idx: int, init_checkpoint: Path, out_dir: Path,
-             tracker: Tracker) -> dict[str, float]:
+             tracker: Tracker, fingerprint: str | None = None) -> dict[str, float]:
     """Sample, self-analyze and update once -> ``out_dir/round_{round_idx:03d}/`` (with a DONE marker).
 
     The frozen analyzer of ``seed_static``-like algorithms is ``rl.analyzer_checkpoint``, by default
@@ -24,7 +24,7 @@ def rl_round(cfg: SeedConfig, round_idx: int, init_checkpoint: Path, out_dir: Pa
     from tasks.launch import is_launched, run_launched
 
     if not is_launched(cfg):
-        return run_rl_round(cfg, round_idx, init_checkpoint, out_dir, tracker=tracker)
+        return run_rl_round(cfg, round_idx, init_checkpoint, out_dir, tracker=tracker, fingerprint=fingerprint)
     done = round_dir(out_dir, round_idx)
     if not (done / "DONE").is_file():  # normally `rl_launch` ran every round already
         run_launched(cfg, "seed_core.rl", out_dir, ["--init", str(init_checkpoint), "--out", str(out_dir),

@@ -1,11 +1,12 @@
 """The annotation cache: finished annotations, one JSON line each, so a killed Stage 1 resumes.
 
-Key = sha256 of (trajectory content, prompt version, analyzer identity): a rerun on the same trajectories
-with the same analyzer finds every annotation it already paid for and sends only the missing ones.
+Key = sha256 of (trajectory content, prompt version, analyzer identity incl. the endpoint): a rerun on the
+same trajectories with the same analyzer finds every annotation it already paid for and sends only the
+missing ones; another endpoint (a fixed OPENAI_BASE_URL) is another analyzer.
 The file is append-only; each entry is one whole line written with a single ``write`` and fsynced, so
 a kill can at worst leave a torn last line, which reading ignores and the next append cuts off.
-Only final outcomes are kept (parsed, or answered but unparsable); a call that got no answer at all
-(endpoint down, retries spent) is left out so that the next run asks again.
+Only parsed annotations are kept: a call that got no answer at all (endpoint down, retries spent) and an
+answer that never parsed (wrong model, endpoint or prompt) are left out, so that the next run asks again.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from seed_core.types import AnnotationRecord, StepRecord
 if TYPE_CHECKING:
     from seed_core.config import AnnotateConfig
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 """Bump when the entry layout or the key recipe changes: old entries then simply stop matching."""
 
 log = logging.getLogger(__name__)
@@ -39,16 +40,22 @@ def trajectory_key(records: Sequence[StepRecord], prompt_version: str, analyzer:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def analyzer_identity(cfg: "AnnotateConfig", identity: tuple[str, str]) -> dict[str, Any]:
-    """What decides an annotation besides the trajectory: the client's (name, model) and the settings
+def analyzer_identity(cfg: "AnnotateConfig", identity: tuple[str, str], endpoint: str = "") -> dict[str, Any]:
+    """What decides an annotation besides the trajectory: the client's (name, model), its endpoint (a
+    credential-free URL; the same model name on another server is another analyzer) and the settings
     that change its answer or its record (temperature, token budget, parse attempts)."""
-    return {"client": identity[0], "model": identity[1], "temperature": cfg.temperature,
+    return {"client": identity[0], "model": identity[1], "endpoint": endpoint, "temperature": cfg.temperature,
             "max_tokens": cfg.max_tokens, "parse_attempts": cfg.parse_attempts}
 
 
 def is_final(record: AnnotationRecord) -> bool:
-    """Parsed, or answered but unparsable after every re-ask: asking again would repeat the cost. A
-    failure without any answer text is a call failure (timeouts, 5xx, refused) and is not final."""
+    """Parsed. A failure is never final: without answer text it was a call failure (timeouts, 5xx,
+    refused), with it the answer never parsed (often a wrong model or endpoint); a rerun asks again."""
+    return record.ok
+
+
+def answered(record: AnnotationRecord) -> bool:
+    """The endpoint answered (parsed or not), as opposed to a call that failed."""
     return record.ok or bool(record.raw_output.strip())
 
 

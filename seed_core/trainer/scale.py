@@ -17,12 +17,14 @@ this module only adapts to it:
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from seed_core.config import ModelConfig
+from seed_core.io import DataFileError
 from seed_core.trainer.checkpoint import save_checkpoint
 
 
@@ -101,7 +103,13 @@ def load_optimizer(accelerator: Any, optimizer: Any, checkpoint: Path) -> bool:
     path = Path(checkpoint) / optimizer_file(accelerator)
     if not path.is_file():
         return False
-    optimizer.load_state_dict(torch.load(path, map_location="cpu", weights_only=False))
+    try:  # weights_only: a crafted optimizer.pt (e.g. in an --init checkpoint) cannot run code
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise DataFileError(f"{path} holds more than tensors and plain values, so it was not loaded "
+                            f"(weights_only; a foreign or crafted file?): {str(err).splitlines()[0]}. Delete it "
+                            "to start the optimizer afresh, or rerun the stage that wrote it") from None
+    optimizer.load_state_dict(state)
     return True
 
 

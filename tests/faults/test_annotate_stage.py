@@ -101,19 +101,20 @@ def test_a_failed_trajectory_gets_no_distillation_signal(faulty_run: FaultyRun) 
     assert samples.teacher_mask.sum().item() == 2 * (N - 2)
 
 
-def test_a_rerun_resends_only_trajectories_that_got_no_answer(faulty_run: FaultyRun) -> None:
+def test_a_rerun_resends_only_the_failed_trajectories(faulty_run: FaultyRun) -> None:
     run = faulty_run
     cached = [json.loads(line)["record"]["traj_id"] for line in (run.out / CACHE_FILE).read_text().splitlines()]
-    assert sorted(cached) == sorted(f"traj-{i:02d}" for i in range(N) if f"traj-{i:02d}" != NO_ANSWER)
+    assert sorted(cached) == sorted(f"traj-{i:02d}" for i in range(N) if f"traj-{i:02d}" not in (NO_ANSWER, UNPARSABLE))
     run.server.plan = fs.always(fs.OK)  # the endpoint recovered
     metrics = run_annotate(run.cfg, run.collect, run.out)
     resent = run.server.chat_calls()[run.calls_after_run:]
-    assert len(resent) == 1 and marker(3) in resent[0].prompt
-    assert (metrics["annotate/sent"], metrics["annotate/cached"], metrics["annotate/ok"]) == (1, N - 1, N - 1)
+    assert len(resent) == 2 and {marker(3) in c.prompt for c in resent} == {marker(7) in c.prompt for c in resent} \
+        == {True, False}  # one call each: the one that got no answer, the one whose answer did not parse
+    assert (metrics["annotate/sent"], metrics["annotate/cached"], metrics["annotate/ok"]) == (2, N - 2, N)
     again = {r.traj_id: r for r in read_records(run.out / "annotations.parquet", AnnotationRecord)}
-    assert again[NO_ANSWER].ok and not again[UNPARSABLE].ok  # an unparsable answer is final: not re-asked
-    assert [again[r.traj_id] for r in run.records if r.traj_id != NO_ANSWER] == \
-        [r for r in run.records if r.traj_id != NO_ANSWER]
+    assert again[NO_ANSWER].ok and again[UNPARSABLE].ok  # an unparsable answer is not final: asked again
+    assert [again[r.traj_id] for r in run.records if r.traj_id not in (NO_ANSWER, UNPARSABLE)] == \
+        [r for r in run.records if r.traj_id not in (NO_ANSWER, UNPARSABLE)]
 
 
 # --- fail fast, before any work --------------------------------------------------------------------

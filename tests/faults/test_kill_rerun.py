@@ -22,6 +22,7 @@ from seed_core.annotate import CACHE_FILE, run_annotate
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import read_records
 from seed_core.rl import round_dir, run_rl, run_rl_round
+from seed_core.stage_utils import RESUME_FILE, rl_fingerprint
 from seed_core.types import AnnotationRecord, StepRecord
 from tests.faults import openai_server as fs
 from tests.faults.helpers import marker, write_collect
@@ -121,6 +122,7 @@ def test_rl_round_killed_midway_resumes_and_matches(tiny_model_dir: Path, tmp_pa
         shutil.copytree(tiny_model_dir, round_dir(out, 0) / "checkpoint")
         (round_dir(out, 0) / "metrics.json").write_text("{}")
         (round_dir(out, 0) / "DONE").write_text("ok\n")
+        (out / RESUME_FILE).write_text(rl_fingerprint(cfg, tiny_model_dir))  # made from this config and init
     run_rl_round(cfg, 1, tiny_model_dir, reference)  # uninterrupted
 
     log = tmp_path / "killed.log"

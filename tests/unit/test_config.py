@@ -34,9 +34,9 @@ def _write(tmp_path, text):
 @pytest.mark.parametrize(
     "text, needle",
     [
-        ("rl:\n  algorithm: ppo\n", "rl.algorithm = 'ppo' is not a known algorithm; allowed: grpo, grpo_opsd, opid, sdar, seed, seed_static"),
-        ("env:\n  name: chess\n", "env.name = 'chess' is not a known environment"),
-        ("generation:\n  backend: tgi\n", "generation.backend = 'tgi' is not a known generation backend"),
+        ("rl:\n  algorithm: ppo\n", "rl.algorithm = 'ppo': not a known algorithm; allowed: grpo, grpo_opsd, opid, sdar, seed, seed_static"),
+        ("env:\n  name: chess\n", "env.name = 'chess': not a known environment"),
+        ("generation:\n  backend: tgi\n", "generation.backend = 'tgi': not a known generation backend"),
         ("rl:\n  opd_coeff: 0.1\n", "rl.opd_coeff: unknown key"),
         ("model:\n  dtype: int8\n", "model.dtype = 'int8'"),
         ("rl:\n  rounds: many\n", "rl.rounds = 'many'"),
@@ -73,3 +73,93 @@ def test_flatten_and_endpoint_env(monkeypatch):
     assert endpoint_env("OPENAI_BASE_URL") == "http://127.0.0.1:1/v1"
     with pytest.raises(KeyError, match="belongs in params.yaml"):
         endpoint_env("SEED_LR")
+
+
+# --- bounds, origins and suggestions (issue 14) -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key, value, needle",
+    [
+        ("collect.group_size", -2, "collect.group_size = -2: Input should be greater than or equal to 1"),
+        ("rl.group_size", 0, "rl.group_size = 0: Input should be greater than or equal to 1"),
+        ("rl.rounds", -1, "rl.rounds = -1: Input should be greater than or equal to 1"),
+        ("rl.lr", -1, "rl.lr = -1: Input should be greater than 0"),
+        ("sft.lr", 0, "sft.lr = 0: Input should be greater than 0"),
+        ("annotate.parse_attempts", 0, "annotate.parse_attempts = 0"),
+        ("annotate.concurrency", 0, "annotate.concurrency = 0"),
+        ("generation.top_p", 0.0, "generation.top_p = 0.0"),
+        ("generation.max_new_tokens", 0, "generation.max_new_tokens = 0"),
+        ("env.max_steps", 0, "env.max_steps = 0"),
+        ("env.sokoban.dim_room", [2, 6], "env.sokoban.dim_room.0 = 2"),
+        ("rl.clip_ratio_c", 1.0, "rl.clip_ratio_c = 1.0: Input should be greater than 1"),
+        ("rl.kl_coef", -0.1, "rl.kl_coef = -0.1"),
+        ("eval.splits", [], "eval.splits = []"),
+    ],
+)
+def test_numeric_bounds_fail_at_load_naming_key_value_and_the_override(key, value, needle):
+    with pytest.raises(ConfigError) as err:
+        load_config(ROOT / "params.yaml", {key: value})
+    text = str(err.value)
+    assert needle in text and f"(from -S {key}=" in text
+    assert "Traceback" not in text and len(text.splitlines()) == 2
+
+
+def test_every_bound_is_reported_at_once_and_the_file_is_named(tmp_path):
+    path = _write(tmp_path, "collect:\n  group_size: -2\nrl:\n  group_size: 0\n  rounds: -1\n  lr: -1\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    lines = str(err.value).splitlines()[1:]
+    assert [line.split(" = ")[0].strip() for line in lines] == [
+        "collect.group_size", "rl.rounds", "rl.group_size", "rl.lr"]
+    assert all(line.endswith(f"(in {path})") for line in lines)
+
+
+def test_origin_names_preset_params_or_the_flag(tmp_path):
+    presets = tmp_path / "presets"
+    presets.mkdir()
+    preset = presets / "mine.yaml"
+    preset.write_text("rl:\n  algorithm: sedd\n")
+    with pytest.raises(ConfigError, match=r"rl.algorithm = 'sedd': .* \(in preset .*presets/mine.yaml\)"):
+        load_config(preset)
+    # a bad value given on the command line names the flag, not the (good) file
+    with pytest.raises(ConfigError, match=r"\(from --algorithm rl.algorithm=sedd\)"):
+        load_config(ROOT / "params.yaml", {"rl.algorithm": "sedd"}, origin="--algorithm")
+    # the override fixes a bad file value: no error
+    assert load_config(preset, {"rl.algorithm": "seed"}).rl.algorithm == "seed"
+
+
+def test_unknown_names_suggest_close_ones_and_never_dump_the_config():
+    with pytest.raises(ConfigError) as err:
+        load_config(ROOT / "params.yaml", {"rl.algorithm": "sedd"})
+    text = str(err.value)
+    assert "rl.algorithm = 'sedd': not a known algorithm; did you mean 'seed'?" in text
+    assert "(from -S rl.algorithm=sedd)" in text and "params.yaml" not in text
+    assert len(text) < 300 and "project" not in text and "smollm2" not in text
+    with pytest.raises(ConfigError, match=r"unknown key 'rll'; did you mean 'rl'\?"):
+        load_config(ROOT / "params.yaml", {"rll.opd_coef": 1})
+    with pytest.raises(ConfigError, match=r"model.dtype = 'bfloat61'.*did you mean 'bfloat16'"):
+        load_config(ROOT / "params.yaml", {"model.dtype": "bfloat61"})
+
+
+def test_unknown_key_in_a_file_suggests_the_close_key(tmp_path):
+    with pytest.raises(ConfigError, match=r"rl.opd_coeff: unknown key; did you mean 'opd_coef'"):
+        load_config(_write(tmp_path, "rl:\n  opd_coeff: 0.1\n"))
+    with pytest.raises(ConfigError, match=r"rl.zzz: unknown key; known keys in rl: algorithm, rounds"):
+        load_config(_write(tmp_path, "rl:\n  zzz: 0.1\n"))
+
+
+def test_a_missing_preset_suggests_close_files_and_no_flag():
+    with pytest.raises(ConfigError) as err:
+        load_config(ROOT / "presets" / "sokoban-qwen2.5-1.5.yaml")
+    text = str(err.value)
+    assert "does not exist; did you mean 'sokoban-qwen2.5-1.5b.yaml'" in text
+    assert "--config" not in text
+
+
+def test_overrides_into_a_partial_file_and_a_free_form_mapping(tmp_path):
+    cfg = load_config(_write(tmp_path, "rl:\n  rounds: 2\n"), {"sft.lr": 0.5,
+                                                              "model.chat_template_kwargs.enable_thinking": False})
+    assert cfg.sft.lr == 0.5 and cfg.model.chat_template_kwargs == {"enable_thinking": False}
+    with pytest.raises(ConfigError, match="rl.lr is not a section"):
+        load_config(_write(tmp_path, ""), {"rl.lr.x": 1})

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from seed_core.analyzer.cache import AnnotationCache, analyzer_identity, is_final, trajectory_key
+from seed_core.analyzer.cache import AnnotationCache, analyzer_identity, answered, is_final, trajectory_key
 from seed_core.config import AnnotateConfig
 from seed_core.types import AnnotationRecord, StepRecord
 
-ANALYZER = {"client": "openai", "model": "m", "temperature": 0.0, "max_tokens": 64, "parse_attempts": 2}
+ANALYZER = {"client": "openai", "model": "m", "endpoint": "http://127.0.0.1:8000/v1", "temperature": 0.0,
+            "max_tokens": 64, "parse_attempts": 2}
 
 
 def step(k: int, response: str = "up") -> StepRecord:
@@ -39,17 +40,20 @@ def test_key_depends_on_content_prompt_version_and_analyzer_only() -> None:
     assert trajectory_key([step(0), step(1, response="down")], "v1", ANALYZER) != key
     assert trajectory_key([step(0), step(1)], "v2", ANALYZER) != key
     assert trajectory_key([step(0), step(1)], "v1", {**ANALYZER, "model": "other"}) != key
+    assert trajectory_key([step(0), step(1)], "v1", {**ANALYZER, "endpoint": "http://127.0.0.1:9/v1"}) != key
 
 
 def test_analyzer_identity_holds_what_changes_the_answer() -> None:
     cfg = AnnotateConfig(model="m", temperature=0.0, max_tokens=64, parse_attempts=2)
-    assert analyzer_identity(cfg, ("openai", "m")) == ANALYZER
+    assert analyzer_identity(cfg, ("openai", "m"), "http://127.0.0.1:8000/v1") == ANALYZER
 
 
-def test_only_final_outcomes_are_cacheable() -> None:
-    assert is_final(note("a"))
-    assert is_final(note("b", skill="", raw="not json", error="no JSON object found"))  # answered, unusable
-    assert not is_final(note("c", skill="", raw="", error="APITimeoutError: Request timed out."))
+def test_only_parsed_annotations_are_cacheable() -> None:
+    assert is_final(note("a")) and answered(note("a"))
+    unparsable = note("b", skill="", raw="not json", error="no JSON object found")
+    assert not is_final(unparsable) and answered(unparsable)  # a rerun (fixed endpoint or model) asks again
+    no_answer = note("c", skill="", raw="", error="APITimeoutError: Request timed out.")
+    assert not is_final(no_answer) and not answered(no_answer)
 
 
 def test_appended_entries_load_back(tmp_path: Path) -> None:

@@ -1,0 +1,135 @@
+"""Which code each dvc.yaml stage can import: a static ``ast`` scan of ``import`` statements (module level
+and inside functions; ``if TYPE_CHECKING:`` bodies do not run and do not count), transitively from the
+stage's ``python -m flows.<stage>`` entry point over seed_core / flows / tasks.
+
+    python scripts/dvc_deps.py            # print, per stage, the smallest list of files/dirs covering it
+
+``tests/unit/test_dvc_deps.py`` checks that dvc.yaml's deps are exactly that cover (both ways).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("seed_core", "flows", "tasks")
+
+
+def module_file(name: str) -> Path | None:
+    """``seed_core.envs.alfworld`` -> its .py file (a package -> its __init__.py); None if not ours."""
+    if name.split(".")[0] not in PACKAGES:
+        return None
+    base = ROOT.joinpath(*name.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node except the bodies of ``if TYPE_CHECKING:``."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                stack.extend(child.orelse)
+            else:
+                stack.append(child)
+
+
+@lru_cache(maxsize=None)
+def direct_imports(path: Path) -> frozenset[Path]:
+    """Our module files that ``path`` imports anywhere in its body, with their parent packages' __init__.py."""
+    rel = path.relative_to(ROOT).with_suffix("")
+    package = list(rel.parts[:-1]) if rel.name != "__init__" else list(rel.parts[:-1])
+    names: set[str] = set()
+    for node in _runtime_nodes(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package[: len(package) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            names.add(base)
+            names |= {f"{base}.{alias.name}" for alias in node.names}  # `from pkg import submodule`
+    found: set[Path] = set()
+    for name in names:
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__ too
+            file = module_file(".".join(parts[:i]))
+            if file is not None:
+                found.add(file)
+    return frozenset(found - {path})
+
+
+def reachable(entry: str) -> set[Path]:
+    start = module_file(entry)
+    assert start is not None, entry
+    seen, todo = {start}, [start]
+    while todo:
+        current = todo.pop()
+        extra = {ROOT / f for f in DATA_FILES.get(current.relative_to(ROOT).as_posix(), [])}
+        for dep in direct_imports(current) | extra:
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+def stages() -> dict[str, tuple[str, list[str], list[str]]]:
+    """name -> (entry module, code deps, params) per dvc.yaml stage (a foreach stage once, ${...} dropped)."""
+    spec = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    out = {}
+    for name, stage in spec.items():
+        body = stage.get("do", stage)
+        entry = re.search(r"python -m (\S+)", body["cmd"]).group(1)
+        deps = [d for d in body.get("deps", []) if "${" not in d]
+        params = [p for p in body.get("params", []) if isinstance(p, str)]
+        out[name] = (entry, deps, params)
+    return out
+
+
+def covered(path: Path, deps: list[str]) -> bool:
+    rel = path.relative_to(ROOT).as_posix()
+    return any(rel == d.rstrip("/") or rel.startswith(d.rstrip("/") + "/") for d in deps)
+
+
+
+DATA_FILES = {"seed_core/rollout/vllm_engine.py": ["seed_core/rollout/vllm_worker.py"]}
+"""Code a module uses without importing it: vllm_engine copies vllm_worker.py into every engine process."""
+
+
+def _py_files(folder: Path) -> set[Path]:
+    return {p for p in folder.rglob("*.py") if "__pycache__" not in p.parts}
+
+
+def code_deps(entry: str) -> list[str]:
+    """The fewest dvc.yaml deps covering what ``entry`` can import: a folder when all its files are reached."""
+    reach = reachable(entry)
+
+    def cover(folder: Path) -> list[str]:
+        files = _py_files(folder)
+        if files and files <= reach:
+            return [folder.relative_to(ROOT).as_posix()]
+        out: list[str] = []
+        for p in sorted(folder.iterdir()):
+            if p.is_dir() and p.name != "__pycache__" and _py_files(p):
+                out += cover(p)
+            elif p.suffix == ".py" and p in reach:
+                out.append(p.relative_to(ROOT).as_posix())
+        return out
+
+    return [dep for pkg in ("flows", "tasks", "seed_core") for dep in cover(ROOT / pkg)]
+
+
+if __name__ == "__main__":
+    for name, (entry, _, _) in stages().items():
+        print(f"{name}:", *(f"  - {d}" for d in code_deps(entry)), sep="\n")
