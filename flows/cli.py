@@ -2,6 +2,7 @@
 
     seed run                                   # dvc repro under an MLflow parent run, then the table
     seed run --preset presets/sokoban-qwen2.5-1.5b.yaml -S rl.opd_coef=0.02 --name opd-0.02
+    seed sweep --seeds 5                       # the methods table over seeds, with confidence intervals
     seed stage rl@seed                         # one DVC stage (dvc repro --single-item)
     seed ui / seed ui --stop                   # Prefect + MLflow servers on 127.0.0.1
     seed serve                                 # the Prefect UI deployment (needs `seed ui`)
@@ -51,6 +52,51 @@ def run(preset: Annotated[Optional[Path], typer.Option(help="a params file from 
         typer.echo(f"seed: `{' '.join(err.cmd)}` failed with exit code {err.returncode}", err=True)
         raise typer.Exit(err.returncode) from None
     table()
+
+
+SWEEP_DIR = "reports/sweep"
+
+
+def sweep_metrics(root: Path, cfg: Any) -> dict[str, float]:
+    """``<method>/mean`` and the comparisons' mean differences from the sweep's learning.json."""
+    import json
+
+    path = root / SWEEP_DIR / "learning.json"
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text())
+    out = {f"{m}/mean": s["mean"] for m, s in data["methods"].items()}
+    return out | {f"{name}/mean_diff": c["mean_diff"] for name, c in data["comparisons"].items()}
+
+
+@app.command()
+def sweep(seeds: Annotated[int, typer.Option(min=1, help="seeds 0..N-1, one DVC foreach cell each")] = 5,
+          methods: Annotated[Optional[str], typer.Option(
+              help="comma-separated: vanilla, sft and any RL algorithm (default: sweep.methods)")] = None,
+          preset: Annotated[Optional[Path], typer.Option(help="a params file from presets/")] = None,
+          set_: Annotated[Optional[list[str]], typer.Option("--set", "-S", help="KEY=VALUE")] = None) -> None:
+    """The methods table over seeds (sweep/dvc.yaml): mean ± 95% CI, IQM, P(SEED > GRPO); finished cells are
+    reused, so a killed sweep reruns only the missing ones."""
+    from flows.launch import run_pipeline
+    from seed_core.config import load_config
+
+    overrides = parse_overrides(set_ or [])
+    current = load_config(preset or project_root() / "params.yaml")
+    if list(range(seeds)) != current.sweep.seeds:
+        overrides["sweep.seeds"] = list(range(seeds))
+    if methods and methods.split(",") != current.sweep.methods:
+        overrides["sweep.methods"] = methods.split(",")
+    try:
+        run_pipeline(preset, overrides, targets=("sweep/dvc.yaml",), run_name="sweep", summary=sweep_metrics,
+                     artifacts=("params.yaml", "sweep/dvc.lock", f"{SWEEP_DIR}/table.md",
+                                f"{SWEEP_DIR}/learning.json", f"{SWEEP_DIR}/curve_success.png"))
+    except ConfigError as err:
+        typer.echo(f"seed: {err}", err=True)
+        raise typer.Exit(2) from None
+    except subprocess.CalledProcessError as err:
+        typer.echo(f"seed: `{' '.join(err.cmd)}` failed with exit code {err.returncode}", err=True)
+        raise typer.Exit(err.returncode) from None
+    typer.echo((project_root() / SWEEP_DIR / "table.md").read_text())
 
 
 @app.command()

@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from flows.common import EVAL_METHODS, PARENT_RUN_VAR
 from flows.services import prefect_api
@@ -29,14 +29,16 @@ QUIET_ENV = {"DO_NOT_TRACK": "true", "MLFLOW_DISABLE_TELEMETRY": "true", "DVC_NO
 values win."""
 
 
-def dvc_command(overrides: dict[str, Any], name: str | None, experiment: bool) -> list[str]:
-    """``dvc repro``, or ``dvc exp run [-n name] -S key=value ...`` (values as YAML/JSON literals)."""
+def dvc_command(overrides: dict[str, Any], name: str | None, experiment: bool,
+                targets: tuple[str, ...] = ()) -> list[str]:
+    """``dvc repro [targets]``, or ``dvc exp run [-n name] -S key=value ... [targets]`` (values as YAML/JSON
+    literals); no targets = the root ``dvc.yaml``."""
     if not (experiment or overrides or name):
-        return ["dvc", "repro"]
+        return ["dvc", "repro", *targets]
     cmd = ["dvc", "exp", "run", *(["-n", name] if name else [])]
     for key, value in overrides.items():
         cmd += ["-S", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
-    return cmd
+    return [*cmd, *targets]
 
 
 def stage_env(parent_run_id: str | None) -> dict[str, str]:
@@ -62,24 +64,28 @@ def final_metrics(root: Path, data_dir: str) -> dict[str, float]:
 
 
 def run_pipeline(preset: Path | None = None, overrides: dict[str, Any] | None = None, name: str | None = None,
-                 experiment: bool = False, tags: dict[str, Any] | None = None) -> dict[str, float]:
-    """Validate the config (a bad preset or override stops here), then run DVC under a parent run."""
+                 experiment: bool = False, tags: dict[str, Any] | None = None, targets: tuple[str, ...] = (),
+                 run_name: str = "pipeline", summary: Callable[[Path, Any], dict[str, float]] | None = None,
+                 artifacts: tuple[str, ...] = ("params.yaml", "dvc.lock", "reports/table.md")) -> dict[str, float]:
+    """Validate the config (a bad preset or override stops here), then run DVC (``targets``: default the
+    root pipeline) under a parent run named ``run_name`` that gets ``summary(root, cfg)`` (default: every
+    method's final metrics) and the ``artifacts`` (paths relative to the project)."""
     overrides = overrides or {}
     root = project_root()
     params = root / "params.yaml"
     cfg = load_config(preset or params, overrides or None)
-    cmd = dvc_command(overrides, name, experiment or preset is not None)
+    cmd = dvc_command(overrides, name, experiment or preset is not None, targets)
     original = params.read_text()
     try:
         if preset is not None:
             params.write_text(Path(preset).read_text())
-        run_tags = {"stage": "pipeline", "dvc.command": " ".join(cmd), **(tags or {})}
-        with open_run(cfg, "pipeline", tags=run_tags) as parent, prefect_api() as api_url:
+        run_tags = {"stage": run_name, "dvc.command": " ".join(cmd), **(tags or {})}
+        with open_run(cfg, run_name, tags=run_tags) as parent, prefect_api() as api_url:
             env = {**stage_env(parent.run_id), "PREFECT_API_URL": api_url}
             subprocess.run(cmd, cwd=root, env=env, check=True)
-            metrics = final_metrics(root, cfg.project.data_dir)
+            metrics = (summary or (lambda r, c: final_metrics(r, c.project.data_dir)))(root, cfg)
             parent.log_metrics(metrics)
-            for path in (params, root / "dvc.lock", root / "reports" / "table.md"):
+            for path in (root / a for a in artifacts):
                 if path.is_file():
                     parent.log_artifact(path)
     finally:

@@ -5,8 +5,8 @@ whole pipeline for that seed in one process (collect -> annotate -> SFT -> RL fo
 methods -> evaluation of every method) under ``<out>/``, and writes ``results.json``. Each seed varies
 everything random: collected and RL tasks, held-out evaluation tasks, sampling, SFT shuffling and RL init.
 Only the testbed backbone (``prepare_model``) is shared, as a pretrained LLM is shared by the seeds of a
-paper's table. Finished parts are reused on a rerun (RL resumes after its last finished round), so a
-killed cell continues where it stopped, and DVC skips finished cells altogether.
+paper's table. A cell is the unit of resumption: DVC skips finished cells and reruns a killed one from
+its start (it removes the cell's outputs first), so a cell never mixes parts made under another config.
 
 ``summarize_sweep`` turns the cells' ``results.json`` into ``learning.json`` (``seed_core.stats``).
 """
@@ -34,10 +34,6 @@ def rl_methods(methods: Sequence[str]) -> list[str]:
     return [m for m in methods if m not in CHECKPOINT_METHODS]
 
 
-def _done(path: Path) -> bool:
-    return (path / "metrics.json").is_file()
-
-
 def run_seed_cell(cfg: SeedConfig, base_model: Path, out_dir: Path, methods: Sequence[str],
                   tracker: Tracker | None = None) -> dict[str, Any]:
     """One seed of the sweep (see module docstring); returns and writes ``out_dir/results.json``."""
@@ -54,12 +50,9 @@ def run_seed_cell(cfg: SeedConfig, base_model: Path, out_dir: Path, methods: Seq
     start = time.perf_counter()
     collect, annotate, sft = out_dir / "collect", out_dir / "annotate", out_dir / "sft"
     stage1: dict[str, float] = {}
-    if not _done(collect):
-        run_collect(cfg, base_model, collect)
-    if not _done(annotate):
-        run_annotate(cfg, collect, annotate)
-    if not _done(sft):
-        run_sft(cfg, base_model, annotate, sft, collect_dir=collect)
+    run_collect(cfg, base_model, collect)
+    run_annotate(cfg, collect, annotate)
+    run_sft(cfg, base_model, annotate, sft, collect_dir=collect)
     for part in (collect, annotate, sft):
         stage1 |= json.loads((part / "metrics.json").read_text())
     checkpoints = {"vanilla": base_model, "sft": sft / "checkpoint"}
@@ -67,8 +60,7 @@ def run_seed_cell(cfg: SeedConfig, base_model: Path, out_dir: Path, methods: Seq
     mechanism: dict[str, dict[str, float]] = {}
     for algorithm in rl_methods(methods):
         rl_dir = out_dir / "rl" / algorithm
-        if not _done(rl_dir):
-            run_rl(cfg.with_overrides({"rl.algorithm": algorithm}), sft / "checkpoint", rl_dir)
+        run_rl(cfg.with_overrides({"rl.algorithm": algorithm}), sft / "checkpoint", rl_dir)
         checkpoints[algorithm] = rl_dir / "checkpoint"
         curve = pd.read_csv(rl_dir / "curve.csv")
         curves[algorithm] = curve.to_dict(orient="records")
@@ -76,8 +68,7 @@ def run_seed_cell(cfg: SeedConfig, base_model: Path, out_dir: Path, methods: Seq
     success: dict[str, float] = {}
     for method in methods:
         eval_dir = out_dir / "eval" / method
-        metrics = (json.loads((eval_dir / "metrics.json").read_text()) if _done(eval_dir)
-                   else run_evaluate(cfg, checkpoints[method], eval_dir, method))
+        metrics = run_evaluate(cfg, checkpoints[method], eval_dir, method)
         success[method] = float(metrics["eval/success_rate"])
         tracker.log_metrics({f"{method}/eval_success_rate": success[method]})
     results = {"seed": cfg.project.seed, "methods": list(methods), "success": success,
