@@ -106,10 +106,12 @@ def prepare_reference(accelerator: Any, model: torch.nn.Module) -> torch.nn.Modu
     if accelerator.is_fsdp2:
         from torch.distributed.fsdp import fully_shard
 
+        # reshard_after_forward=True on the root too: FSDP2's default keeps the root's parameters (embeddings,
+        # final norm) unsharded after forward for the backward, which a frozen reference never runs
         for module in model.modules():
             if type(module).__name__ in set(model._no_split_modules or []):
-                fully_shard(module)
-        fully_shard(model)
+                fully_shard(module, reshard_after_forward=True)
+        fully_shard(model, reshard_after_forward=True)
         return model
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
