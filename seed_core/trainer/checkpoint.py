@@ -28,6 +28,8 @@ def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path, optimizer: torch.
         if keep_adapter:
             model.save_pretrained(tmp / ADAPTER_DIR)
         model, state_dict = model.merge_and_unload(), None
+    if state_dict is not None:
+        state_dict = share_tied_weights(model, state_dict)
     model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
     if optimizer is not None:
@@ -36,6 +38,22 @@ def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path, optimizer: torch.
         shutil.rmtree(out_dir)
     os.replace(tmp, out_dir)
     return out_dir
+
+
+def share_tied_weights(model: Any, state_dict: dict[str, Any]) -> dict[str, Any]:
+    """One tensor for all the names of a tied parameter (embeddings and LM head).
+
+    A state dict gathered from shards (FSDP) holds a separate copy per name, so ``save_pretrained`` would not see
+    the tie and would store the tied weight twice; with one tensor it drops the duplicate, as it does for
+    ``model.state_dict()``.
+    """
+    first: dict[int, str] = {}
+    out = dict(state_dict)
+    for name, param in model.named_parameters(remove_duplicate=False):
+        primary = first.setdefault(id(param), name)
+        if primary != name and primary in out and name in out:
+            out[name] = out[primary]
+    return out
 
 
 def is_checkpoint(path: Path) -> bool:

@@ -4,7 +4,8 @@ The launcher decides the layout (``accelerate launch --config_file configs/accel
 this module only adapts to it:
 
 * ``make_accelerator``: ``model.mixed_precision`` (``no`` defers to the launch config), CPU when
-  ``model.device`` is ``cpu``, or ``auto`` without CUDA (several CPU processes then talk over gloo).
+  ``model.device`` is ``cpu``, or ``auto`` without CUDA (several CPU processes then talk over gloo; an FSDP2
+  launch config stays FSDP2 there, ``configs/accelerate/cpu_2proc_fsdp.yaml``).
 * ``apply_lora``: peft LoRA on the policy when ``model.lora_rank > 0``; resuming reloads the adapter, so
   optimizer moments stay attached to the same parameters.
 * ``prepare_reference``: the frozen KL reference is sharded like the policy under FSDP (never trained,
@@ -17,6 +18,7 @@ this module only adapts to it:
 
 from __future__ import annotations
 
+import os
 import pickle
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,34 @@ def make_accelerator(model_cfg: ModelConfig) -> Any:
 
     mixed = None if model_cfg.mixed_precision == "no" else model_cfg.mixed_precision
     cpu = model_cfg.device == "cpu" or (model_cfg.device == "auto" and not torch.cuda.is_available())
-    return Accelerator(cpu=cpu, mixed_precision=mixed)
+    accelerator = Accelerator(cpu=cpu, mixed_precision=mixed)
+    _keep_fsdp_on_cpu(accelerator)
+    return accelerator
+
+
+def _keep_fsdp_on_cpu(accelerator: Any) -> None:
+    """Run an FSDP launch config's FSDP2 layout on CPU processes (gloo) too.
+
+    accelerate (1.15) turns FSDP on only for accelerator devices: with ``cpu=True`` an FSDP launch config
+    (``ACCELERATE_USE_FSDP=true``) silently becomes MULTI_CPU, i.e. DDP with full replicas. torch's
+    ``fully_shard`` runs on CPU over gloo, so the FSDP2 layout is kept there (FSDP1 is left to accelerate).
+    """
+    from accelerate.state import PartialState
+    from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
+
+    state = accelerator.state
+    fsdp_launch = os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
+    if state.distributed_type != DistributedType.MULTI_CPU or not fsdp_launch:
+        return
+    plugin = FullyShardedDataParallelPlugin()  # the launch config's fsdp_* settings, from the environment
+    if plugin.fsdp_version != 2:
+        return
+    if state.mixed_precision != "no":
+        plugin.set_mixed_precision(state.mixed_precision)
+    state.fsdp_plugin = plugin
+    state.distributed_type = DistributedType.FSDP
+    # as accelerate does for FSDP on GPUs: every later AcceleratorState() copies PartialState's type back in
+    PartialState._shared_state["distributed_type"] = DistributedType.FSDP
 
 
 def is_fsdp(accelerator: Any) -> bool:
@@ -79,10 +108,12 @@ def prepare_reference(accelerator: Any, model: torch.nn.Module) -> torch.nn.Modu
     if accelerator.is_fsdp2:
         from torch.distributed.fsdp import fully_shard
 
+        # reshard_after_forward=True on the root too: FSDP2's default keeps the root's parameters (embeddings,
+        # final norm) unsharded after forward for the backward, which a frozen reference never runs
         for module in model.modules():
             if type(module).__name__ in set(model._no_split_modules or []):
-                fully_shard(module)
-        fully_shard(model)
+                fully_shard(module, reshard_after_forward=True)
+        fully_shard(model, reshard_after_forward=True)
         return model
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 

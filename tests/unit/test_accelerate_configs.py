@@ -13,6 +13,7 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "accelerate"
     ("8gpu_fsdp.yaml", 1, 8, "FSDP"),
     ("2x8gpu_fsdp.yaml", 2, 16, "FSDP"),
     ("cpu_2proc.yaml", 1, 2, "MULTI_GPU"),
+    ("cpu_2proc_fsdp.yaml", 1, 2, "FSDP"),
 ])
 def test_accelerate_config_layout(name, machines, processes, kind):
     cfg = load_config_from_file(str(CONFIGS / name))
@@ -20,4 +21,5 @@ def test_accelerate_config_layout(name, machines, processes, kind):
         machines, processes, kind)
     if kind == "FSDP":  # plain HF checkpoints need the full state dict gathered on rank 0
         assert cfg.fsdp_config["fsdp_state_dict_type"] == "FULL_STATE_DICT"
-        assert cfg.fsdp_config["fsdp_version"] == 2 and cfg.mixed_precision == "bf16"
+        assert cfg.fsdp_config["fsdp_version"] == 2
+        assert cfg.mixed_precision == ("no" if name.startswith("cpu") else "bf16")

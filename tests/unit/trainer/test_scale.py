@@ -64,3 +64,19 @@ def test_mixed_precision_setting_reaches_accelerate(setting, expected):
         assert str(acc.mixed_precision) == expected and acc.device.type == "cpu"
     finally:
         AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def test_a_gathered_state_dict_stores_a_tied_weight_once(tiny_policy, tmp_path):
+    """FSDP's full state dict holds the tied embedding / LM head as separate copies; the checkpoint stores it once."""
+    from transformers import AutoModelForCausalLM
+
+    from seed_core.trainer.checkpoint import save_checkpoint
+
+    model = tiny_policy.model
+    assert model.lm_head.weight is model.get_input_embeddings().weight
+    gathered = {k: v.detach().clone() for k, v in model.state_dict().items()}  # no shared storage, as gathered
+    save_checkpoint(model, tiny_policy.tokenizer, tmp_path / "ckpt", state_dict=gathered)
+    stored = load_file(tmp_path / "ckpt" / "model.safetensors")
+    assert "lm_head.weight" not in stored and set(stored) == set(load_file(tiny_policy.source / "model.safetensors"))
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "ckpt")
+    assert torch.equal(reloaded.lm_head.weight, model.lm_head.weight)
