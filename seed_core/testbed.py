@@ -35,6 +35,7 @@ from seed_core.registry import Registry
 RANDOM_ACTIONS: Registry[tuple[str, ...]] = Registry("testbed environment (random-action set)")
 """Per environment, the actions the noisy expert draws from (an environment with a fixed action set)."""
 RANDOM_ACTIONS.register("sokoban")(("up", "down", "left", "right"))
+RANDOM_ACTIONS.register("ezpoints")(tuple(str(v) for v in range(1, 11)) + ("+", "*", "="))
 
 PRETRAIN_SEED_OFFSET = 7_919
 """Task seeds of the pretraining corpus are drawn apart from collect/RL (still from the train split)."""
