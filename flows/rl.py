@@ -12,6 +12,7 @@ from pathlib import Path
 from prefect import flow
 
 from flows.common import finish, parse_args, reset_stale_rounds, resume_key, stage_paths, stage_run
+from seed_core.algorithms import effective_config
 from seed_core.config import load_config
 from seed_core.tracking import open_run
 from tasks.launch import is_launched
@@ -21,7 +22,8 @@ from tasks.rl import rl_finalize, rl_launch, rl_round
 @flow(name="rl", flow_run_name="rl-{algorithm}")
 def rl_flow(params_path: Path = Path("params.yaml"), algorithm: str = "seed",
             parent_run_id: str | None = None) -> dict[str, float]:
-    cfg = load_config(params_path, {"rl.algorithm": algorithm}, origin="--algorithm")
+    # the algorithm's fixed values applied before anything is logged: MLflow params = the values used
+    cfg = effective_config(load_config(params_path, {"rl.algorithm": algorithm}, origin="--algorithm"))
     paths = stage_paths(cfg)
     init, out = paths.sft / "checkpoint", paths.rl(algorithm)
     key = resume_key(cfg, init)

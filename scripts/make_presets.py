@@ -50,7 +50,8 @@ ENVIRONMENTS: dict[str, dict[str, Any]] = {
                "env.max_steps": 4, "env.history_length": 4,
                "env.invalid_action_penalty": 0.01, "generation.max_prompt_tokens": 4096,
                "rl.tasks_per_round": 128, "rl.group_size": 8, "rl.mini_batch_size": 256, "rl.micro_batch_size": 16,
-               "rl.kl_coef": 0.001, "rl.entropy_coef": 0.001, "eval.num_tasks": 512, "eval.splits": ["test"]},
+               "rl.kl_coef": 0.001, "rl.entropy_coef": 0.001, "rl.max_step_skills": 2,  # OPID Search: K = 2
+               "eval.num_tasks": 512, "eval.splits": ["test"]},
     "sokoban": {"env.name": "sokoban", "env.max_steps": 15, "env.history_length": 2,
                 "env.invalid_action_penalty": 0.1, "env.sokoban.dim_room": [6, 6], "env.sokoban.num_boxes": 1,
                 "env.sokoban.search_depth": 30, "generation.max_prompt_tokens": 2048,

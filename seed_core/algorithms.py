@@ -1,39 +1,74 @@
-"""Algorithms = named bundles of (analyzer, distillation term, advantage shaping) (DESIGN §7).
+"""Algorithms = named records of (analyzer, teacher context, loss terms, advantage shaping) (DESIGN §7).
 
-The trainer never branches on the algorithm name; it reads the ``Algorithm`` record:
+The trainer never branches on the algorithm name; it reads the ``Algorithm`` record. Total loss of one
+mini-batch (token-means over the whole mini-batch, seed-algorithm.md §1.7):
 
-| name | analyzer | distillation | gate beta | advantage |
-|---|---|---|---|---|
-| grpo | none | none | - | GRPO |
-| seed | ``policy``: the current policy, refreshed every update | gated OPD | rl.gate_beta | GRPO |
-| seed_static | ``checkpoint``: frozen at the Stage-1 checkpoint | gated OPD | rl.gate_beta | GRPO |
-| sdar | ``checkpoint`` (static skills) | gated OPD | 5.0 | GRPO |
-| grpo_opsd | ``checkpoint`` (static skills) | gated OPD | 0.0 (g = 0.5) | GRPO |
-| opid | ``policy`` | none | - | GRPO + opid_coef * shift (OPID §1.8) |
+    L = pg_coef * L_PPO(A') + kl_coef * KL_k3 - entropy_coef * H + opd_coef * L_distill      (distill only)
+    A' = SHAPINGS[shaping](A, l^T, l^old)                                                    (shaping only)
+
+| name | analyzer | teacher context | pg | distillation | advantage | fixed | paper row |
+|---|---|---|---|---|---|---|---|
+| grpo | - | - | 1 | - | GRPO | | GRPO |
+| skill_grpo | - | - (the student sees static skills) | 1 | - | GRPO | | Skill-GRPO |
+| grpo_opsd | - | static_before_chat_template | 1 | gated OPD | GRPO | gate_beta 0 | GRPO+OPSD |
+| opsd | - | static_before_chat_template | 0 | gated OPD | GRPO | pg_coef 0 | OPSD |
+| skill_sd | - | static_before_chat_template | 1 | skill_sd (k3) | GRPO | distill_loss skill_sd, opd_coef 0.001 | Skill-SD |
+| rlsd | - | static_before_chat_template | 1 | - | RLSD reweighting | | RLSD |
+| sdar | - | static_before_chat_template | 1 | gated OPD | GRPO | | SDAR |
+| opid | ``annotate`` (Stage-1 client) | hindsight_after_task_line (+step) | 1 | - | GRPO + opid shift | | OPID |
+| opid_self | ``policy`` | hindsight_after_task_line | 1 | - | GRPO + opid shift | | (ablation) |
+| seed_static | ``checkpoint`` | hindsight_after_task_line | 1 | gated OPD | GRPO | | SEED-static |
+| seed | ``policy`` | hindsight_after_task_line | 1 | gated OPD | GRPO | | SEED |
+
+One owner per coefficient: a value an algorithm *defines* (GRPO+OPSD is beta = 0; OPSD has no policy
+gradient; Skill-SD's loss and lambda) lives in ``fixed`` here; every other value is the config's.
+``effective_rl`` is the one place where they meet; the trainer, the metrics, the resolved config and
+MLflow all read its result, so what is logged is what was used.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from seed_core.registry import Registry
+
+if TYPE_CHECKING:
+    from seed_core.config import RLConfig, SeedConfig
 
 
 @dataclass(frozen=True)
 class Algorithm:
     name: str
-    analyzer: str | None
-    """Key in CLIENTS that writes skills during RL (``policy`` or ``checkpoint``), None = no skills."""
-    distill: bool
-    """Add ``rl.opd_coef * DISTILL_LOSSES[rl.distill_loss]`` to the loss."""
-    gate_beta: float | None = None
-    """Fixed gate sharpness; None = ``rl.gate_beta``."""
-    opid_shaping: bool = False
-    """Add ``rl.opid_coef * (teacher - old)`` to the per-token advantage."""
+    analyzer: str | None = None
+    """Who writes hindsight skills during RL: a key in CLIENTS (``policy``, ``checkpoint``), ``annotate``
+    (the Stage-1 client ``annotate.client``: ``openai`` or the offline ``oracle``), or None."""
+    context: str | None = None
+    """Key in TEACHER_CONTEXTS: how the teacher prompt is built; None = no teacher."""
+    student_skills: bool = False
+    """Rollouts show the task type's static skill to the policy (inserted like an episode skill, §2.5):
+    Skill-GRPO. The RL samples are then those skill-prompted steps."""
+    distill: bool = False
+    """Add ``opd_coef * DISTILL_LOSSES[distill_loss]``."""
+    shaping: str | None = None
+    """Key in ``seed_core.trainer.compose.SHAPINGS`` (``opid``, ``rlsd``); None = advantages unchanged."""
+    step_skills: bool = False
+    """Route steps with a step skill to the step-skill teacher prompt (OPID ``step_priority``, §1.8)."""
+    fixed: tuple[tuple[str, Any], ...] = field(default=())
+    """(RLConfig field, value) pairs this algorithm defines; they override the config (``effective_rl``)."""
+    label: str = ""
+    """Row label in the report (the paper's name)."""
 
     @property
     def needs_teacher(self) -> bool:
-        return self.distill or self.opid_shaping
+        return self.context is not None and (self.distill or self.shaping is not None)
+
+    @property
+    def skill_source(self) -> str | None:
+        """``hindsight`` (per-trajectory annotations), ``static`` (the static skill library), or None."""
+        if self.context is not None:
+            return "static" if self.context == STATIC else "hindsight"
+        return "static" if self.student_skills else None
 
 
 ALGORITHMS: Registry[Algorithm] = Registry("algorithm")
@@ -41,12 +76,62 @@ ALGORITHMS: Registry[Algorithm] = Registry("algorithm")
 CHECKPOINT_METHODS = ("vanilla", "sft")
 """Evaluated methods that are a checkpoint, not an RL run: the base model and the Stage-1 checkpoint."""
 
+HINDSIGHT = "hindsight_after_task_line"
+STATIC = "static_before_chat_template"
+
 for _algo in (
-    Algorithm("grpo", analyzer=None, distill=False),
-    Algorithm("seed", analyzer="policy", distill=True),
-    Algorithm("seed_static", analyzer="checkpoint", distill=True),
-    Algorithm("sdar", analyzer="checkpoint", distill=True, gate_beta=5.0),
-    Algorithm("grpo_opsd", analyzer="checkpoint", distill=True, gate_beta=0.0),
-    Algorithm("opid", analyzer="policy", distill=False, opid_shaping=True),
+    Algorithm("grpo", label="GRPO"),
+    Algorithm("skill_grpo", student_skills=True, label="Skill-GRPO"),
+    Algorithm("grpo_opsd", context=STATIC, distill=True, fixed=(("gate_beta", 0.0),), label="GRPO+OPSD"),
+    Algorithm("opsd", context=STATIC, distill=True, fixed=(("pg_coef", 0.0),), label="OPSD"),
+    Algorithm("skill_sd", context=STATIC, distill=True,
+              fixed=(("distill_loss", "skill_sd"), ("opd_coef", 0.001)), label="Skill-SD"),
+    Algorithm("rlsd", context=STATIC, shaping="rlsd", label="RLSD"),
+    Algorithm("sdar", context=STATIC, distill=True, label="SDAR"),
+    Algorithm("opid", analyzer="annotate", context=HINDSIGHT, shaping="opid", step_skills=True, label="OPID"),
+    Algorithm("opid_self", analyzer="policy", context=HINDSIGHT, shaping="opid", label="OPID (self-analysis)"),
+    Algorithm("seed_static", analyzer="checkpoint", context=HINDSIGHT, distill=True, label="SEED-static"),
+    Algorithm("seed", analyzer="policy", context=HINDSIGHT, distill=True, label="SEED"),
 ):
     ALGORITHMS.register(_algo.name)(_algo)
+
+PAPER_ORDER = ("vanilla", "sft", "grpo", "skill_grpo", "grpo_opsd", "opsd", "skill_sd", "rlsd", "sdar", "opid",
+               "opid_self", "seed_static", "seed")
+"""Report row order (the paper's table: GRPO, Skill-GRPO, GRPO+OPSD, Skill-SD, RLSD, SDAR, OPID, SEED-static, SEED)."""
+
+
+def effective_rl(rl: "RLConfig", algorithm: Algorithm) -> "RLConfig":
+    """``rl`` with the algorithm's fixed values applied: the coefficients the trainer actually uses."""
+    if not algorithm.fixed:
+        return rl
+    return rl.model_copy(update=dict(algorithm.fixed))
+
+
+def effective_config(cfg: "SeedConfig") -> "SeedConfig":
+    """``cfg`` with ``effective_rl`` applied for ``cfg.rl.algorithm`` (idempotent)."""
+    algorithm = ALGORITHMS.get(cfg.rl.algorithm)
+    rl = effective_rl(cfg.rl, algorithm)
+    return cfg if rl is cfg.rl else cfg.model_copy(update={"rl": rl})
+
+
+def effective_values(rl: "RLConfig", algorithm: Algorithm) -> dict[str, float]:
+    """Numbers to log (``algo/...``): the coefficients used after ``effective_rl``; ``rl`` must be effective."""
+    out = {"algo/pg_coef": float(rl.pg_coef), "algo/kl_coef": float(rl.kl_coef),
+           "algo/entropy_coef": float(rl.entropy_coef)}
+    if algorithm.distill:
+        out["algo/lambda"] = float(rl.opd_coef)
+        if rl.distill_loss == "gated_opd":
+            out["algo/beta"] = float(rl.gate_beta)
+    if algorithm.shaping == "opid":
+        out["algo/opid_coef"] = float(rl.opid_coef)
+    if algorithm.shaping == "rlsd":
+        out["algo/rlsd_lambda0"] = float(rl.rlsd_lambda0)
+    return out
+
+
+def effective_tags(rl: "RLConfig", algorithm: Algorithm) -> dict[str, str]:
+    """Names to log as tags: the teacher context, the distillation loss, the analyzer."""
+    return {"algo/context": algorithm.context or "none",
+            "algo/student_skills": str(algorithm.student_skills).lower(),
+            "algo/distill_loss": rl.distill_loss if algorithm.distill else "none",
+            "algo/analyzer": algorithm.analyzer or "none"}

@@ -97,8 +97,26 @@ def run_annotate(cfg: SeedConfig, collect_dir: Path, out_dir: Path, tracker: Tra
     check_ok_fraction(cfg, annotations, getattr(probe.client, "url", ""), out_dir)
     atomic_write_text(out_dir / "sft_examples.jsonl",
                       "".join(json.dumps({"prompt": p, "target": t}) + "\n" for p, t in examples))
+    write_static_library(annotations, trajectories, out_dir / "static_skills")
     dump_resolved(cfg, out_dir / "resolved_config.json")
     return metrics
+
+
+def write_static_library(annotations: list[AnnotationRecord], trajectories: dict[str, list[StepRecord]],
+                         out: Path) -> Path:
+    """The static skill library aggregated from these annotations (``seed_core.static_skills``), rewritten
+    from scratch so a removed task type leaves no file behind."""
+    import shutil
+
+    from seed_core.static_skills import aggregate
+
+    types = {tid: steps[0].task_type for tid, steps in trajectories.items() if steps}
+    grouped: dict[str, list[str]] = {}
+    for a in annotations:
+        if a.ok and a.traj_id in types:
+            grouped.setdefault(types[a.traj_id], []).append(a.episode_skill)
+    shutil.rmtree(out, ignore_errors=True)
+    return aggregate(grouped).write(out)
 
 
 def check_ok_fraction(cfg: SeedConfig, annotations: list[AnnotationRecord], endpoint: str, out_dir: Path) -> None:

@@ -23,6 +23,11 @@ def registry_fields(cfg: "SeedConfig") -> Iterator[tuple[str, "Registry[Any]", s
     yield "rl.advantage", ADVANTAGES, cfg.rl.advantage
     yield "rl.policy_loss", POLICY_LOSSES, cfg.rl.policy_loss
     yield "rl.distill_loss", DISTILL_LOSSES, cfg.rl.distill_loss
+    if cfg.rl.algorithm in ALGORITHMS:  # a loss the algorithm fixes (skill_sd) must exist too
+        from seed_core.algorithms import effective_rl
+
+        algo = ALGORITHMS.get(cfg.rl.algorithm)
+        yield f"rl.algorithm={algo.name}: distill_loss", DISTILL_LOSSES, effective_rl(cfg.rl, algo).distill_loss
     for i, method in enumerate(cfg.sweep.methods):
         if method not in CHECKPOINT_METHODS:
             yield f"sweep.methods[{i}]", ALGORITHMS, method

@@ -243,7 +243,9 @@ class SFTConfig(Section):
 
 class RLConfig(Section):
     algorithm: str = "seed"
-    """Key in ALGORITHMS: grpo, seed, seed_static, opid, sdar, grpo_opsd."""
+    """Key in ALGORITHMS (``seed_core.algorithms``): grpo, skill_grpo, grpo_opsd, opsd, skill_sd, rlsd, sdar,
+    opid, opid_self, seed_static, seed. Values an algorithm defines (``Algorithm.fixed``, e.g. grpo_opsd's
+    gate_beta 0) override the keys below; ``algo/...`` metrics log what was used."""
     rounds: int = Field(3, ge=1)
     """RL iterations (paper: 150-160)."""
     tasks_per_round: int = Field(4, ge=1)
@@ -269,6 +271,19 @@ class RLConfig(Section):
     """beta: gate sharpness, g = sigmoid(beta * shift); 0 gives g = 0.5 (GRPO+OPSD)."""
     opid_coef: float = Field(0.001, ge=0.0)
     """Weight of the skill shift added to the advantage by the ``opid`` algorithm."""
+    pg_coef: float = Field(1.0, ge=0.0)
+    """Weight of the policy-gradient term (SDAR ``pg_loss_coef``; OPSD fixes it to 0)."""
+    rlsd_lambda0: float = Field(0.5, ge=0.0, le=1.0)
+    """RLSD: initial weight of the teacher reweighting, decayed linearly to 0."""
+    rlsd_decay_steps: int = Field(100, ge=0)
+    """RLSD: rounds over which the weight decays to 0."""
+    rlsd_clip: float = Field(0.2, ge=0.0, lt=1.0)
+    """RLSD: eps_w, the reweighting factor is clipped to [1 - eps_w, 1 + eps_w]."""
+    static_skills_dir: str = ""
+    """User-written static skill library (general_skills.md, <type>.md, skill_mapping.json); empty = the one
+    aggregated from the Stage-1 annotations (``data/static_skills``, ``seed_core.static_skills``)."""
+    max_step_skills: int = Field(5, ge=0)
+    """Step skills per trajectory asked from the analyzer by algorithms that use them (OPID: 5; Search 2)."""
     lr: float = Field(1e-6, gt=0.0)
     weight_decay: float = Field(0.01, ge=0.0)
     grad_clip: float = Field(1.0, gt=0.0)
@@ -330,6 +345,8 @@ class EvalConfig(Section):
     """Environment splits to evaluate (ALFWorld: valid_seen, valid_unseen)."""
     skill_prompt: bool = False
     """Also run the ``skill_prompt`` baseline: skills from the analyzer inserted at test time."""
+    with_skills: bool = False
+    """Also evaluate with the static skill of each task's type in the prompt (the paper's "*" rows)."""
 
 
 class TrackingConfig(Section):

@@ -2,9 +2,11 @@
 
     python -m seed_core.evaluate --config params.yaml --checkpoint data/rl/seed/checkpoint --method seed --out data/eval/seed
 
-With ``eval.skill_prompt`` it also runs the ``skill_prompt`` baseline: each task is played once, the
-policy analyses its own episode, and the task is replayed with that skill in the prompt (rows with
-``skill_prompt = True``; the paper's "*" rows).
+With ``eval.with_skills`` every task is also played with the static skill of its task type in the prompt
+(``seed_core.static_skills``; rows with ``skill_prompt = True``, metrics ``eval/with_skills/...``): the
+paper's "*" rows (Skill-GRPO*). With ``eval.skill_prompt`` it also runs the ``skill_prompt`` baseline:
+each task is played once, the policy analyses its own episode, and the task is replayed with that skill in the prompt (rows with
+``skill_prompt = True``; a second attempt with feedback, *not* the paper's "*" rows).
 
 Metrics (``metrics.json`` and the tracker): ``eval/success_rate``, ``eval/<split>/success_rate`` and
 ``eval/<split>/<task_type>/success_rate``; for environments with a partial task score (WebShop) the
@@ -38,9 +40,10 @@ def to_eval_records(records: Sequence[StepRecord], method: str, checkpoint: str,
     return out
 
 
-def success_table(rows: Sequence[EvalRecord]) -> dict[str, float]:
+def success_table(rows: Sequence[EvalRecord], skilled_key: str = "skill_prompt") -> dict[str, float]:
     """success_rate (and score, where episodes have one) overall, per split, per split/task_type (keys
-    ``eval/...``) for rows without skills; ``eval/skill_prompt/...`` for the skill-prompted rows."""
+    ``eval/...``) for rows without skills; ``eval/<skilled_key>/...`` for the skill-prompted rows
+    (``with_skills`` for the static-skill "*" rows)."""
     plain = [r for r in rows if not r.skill_prompt]
     metrics: dict[str, float] = {}
     groups: dict[str, list[float]] = {"eval/success_rate": [float(r.success) for r in plain]}
@@ -56,10 +59,10 @@ def success_table(rows: Sequence[EvalRecord]) -> dict[str, float]:
     metrics["eval/episodes"] = float(len(plain))
     skilled = [r for r in rows if r.skill_prompt]
     if skilled:
-        metrics["eval/skill_prompt/success_rate"] = sum(r.success for r in skilled) / len(skilled)
+        metrics[f"eval/{skilled_key}/success_rate"] = sum(r.success for r in skilled) / len(skilled)
         scores = [r.score for r in skilled if r.score is not None]
         if scores:
-            metrics["eval/skill_prompt/score"] = sum(scores) / len(scores)
+            metrics[f"eval/{skilled_key}/score"] = sum(scores) / len(scores)
     return metrics
 
 
@@ -79,6 +82,13 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
     seed = task_seed(cfg, "eval")
     split_tasks = {split: require_tasks(env.make_tasks(split, cfg.eval.num_tasks, seed=seed), cfg, split,
                                         cfg.eval.num_tasks) for split in cfg.eval.splits}  # before the model loads
+    if cfg.eval.with_skills and cfg.eval.skill_prompt:
+        raise ValueError("eval.with_skills and eval.skill_prompt both mark rows skill_prompt=True; set one of them")
+    library = None
+    if cfg.eval.with_skills:  # the paper's "*" rows: the static skill of the task's type, never the episode's
+        from seed_core.static_skills import for_config
+
+        library = for_config(cfg)
     policy = load_policy(cfg.model, checkpoint, trainable=False)
     backend = BACKENDS.get(cfg.generation.backend)(policy, cfg.generation)
     rows: list[EvalRecord] = []
@@ -98,8 +108,12 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
             skills = {r.task_id: by_traj[r.traj_id] for r in records if r.traj_id in by_traj}
             replay = rollout(cfg.env, tasks, backend, skills=skills, **play)
             rows += to_eval_records(replay, method, str(checkpoint), skill_prompt=True)
+        if library is not None:
+            static = {t.task_id: library.skill_for(t.task_type, t.task_id) for t in tasks}
+            starred = rollout(cfg.env, tasks, backend, skills=static, **play)
+            rows += to_eval_records(starred, method, str(checkpoint), skill_prompt=True)
     write_records(rows, out_dir / "episodes.parquet", EvalRecord)
-    metrics = success_table(rows)
+    metrics = success_table(rows, "with_skills" if cfg.eval.with_skills else "skill_prompt")
     metrics["time/eval_s"] = time.perf_counter() - t0
     metrics["eval/tokens_per_s"] = tokens / max(metrics["time/eval_s"], 1e-9)
     write_json(out_dir / "metrics.json", metrics)

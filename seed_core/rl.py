@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from seed_core.algorithms import ALGORITHMS
+from seed_core.algorithms import ALGORITHMS, effective_config, effective_tags, effective_values
 from seed_core.analyzer.parse import skill_metrics
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import DataFileError, write_json, write_records
@@ -26,7 +26,6 @@ from seed_core.stage_utils import (
     StaleRoundsError,
     check_rounds,
     config_from_args,
-    make_encoder,
     read_metrics,
     require_tasks,
     rl_fingerprint,
@@ -64,9 +63,9 @@ def run_rl_round(
 
     Finished rounds in ``out_dir`` are reused only when they were made from the same config and starting
     checkpoint (``rl_fingerprint``, computed here unless the caller passes it); else ``StaleRoundsError``."""
-    from seed_core.analyzer.annotate import annotate_trajectories, skills_by_traj
+    from seed_core.analyzer.annotate import annotate_trajectories
     from seed_core.analyzer.clients import CLIENTS
-    from seed_core.analyzer.insert import insert_episode_skill
+    from seed_core.contexts import TEACHER_CONTEXTS, hindsight_skills, make_encoders, static_skills
     from seed_core.envs import make_env
     from seed_core.models import load_policy
     from seed_core.rollout.backends import BACKENDS
@@ -84,6 +83,7 @@ def run_rl_round(
     )
 
     tracker = tracker or NullTracker()
+    cfg = effective_config(cfg)  # the algorithm's fixed values applied: what is used is what is logged
     out_dir = Path(out_dir)
     check_rounds(out_dir, fingerprint or rl_fingerprint(cfg, init_checkpoint))
     final = round_dir(out_dir, round_idx)
@@ -118,33 +118,47 @@ def run_rl_round(
                               cfg.rl.tasks_per_round)
     tasks = all_tasks[accelerator.process_index::accelerator.num_processes]
     version = f"{cfg.rl.algorithm}/round_{round_idx:03d}"
+    library = None
+    if algorithm.skill_source == "static":
+        from seed_core.static_skills import for_config
+
+        library = for_config(cfg)
+    # Skill-GRPO: the policy plays with its task type's static skill in the prompt (§1.10 table)
+    shown = {t.task_id: library.skill_for(t.task_type, t.task_id) for t in tasks} \
+        if algorithm.student_skills and library is not None else None
 
     t0 = time.perf_counter()
     records = rollout(cfg.env, tasks, backend, group_size=cfg.rl.group_size,
                       temperature=cfg.generation.temperature, max_new_tokens=cfg.generation.max_new_tokens,
-                      seed=seed + accelerator.process_index, policy_version=version, group_tag=f"r{round_idx}:")
-    metrics = {"time/rollout_s": time.perf_counter() - t0}
+                      seed=seed + accelerator.process_index, policy_version=version, group_tag=f"r{round_idx}:",
+                      skills=shown)
+    metrics = {"time/rollout_s": time.perf_counter() - t0, **effective_values(cfg.rl, algorithm)}
 
     annotations: list[AnnotationRecord] = []
     t0 = time.perf_counter()
     if algorithm.analyzer is not None:
         frozen = analyzer_checkpoint or Path(cfg.rl.analyzer_checkpoint or init_checkpoint)
-        client = CLIENTS.get(algorithm.analyzer)(cfg, env=env, backend=backend, checkpoint=frozen)
+        # ``annotate``: the Stage-1 analyzer (OPID's external LLM; the offline ``oracle`` by default)
+        client_name = cfg.annotate.client if algorithm.analyzer == "annotate" else algorithm.analyzer
+        client = CLIENTS.get(client_name)(cfg, env=env, backend=backend, checkpoint=frozen)
         annotations = annotate_trajectories(
             group_by_trajectory(records), {t.task_id: t for t in tasks}, client,
-            parse_attempts=cfg.annotate.parse_attempts, policy_version=version, env=env)
+            parse_attempts=cfg.annotate.parse_attempts, policy_version=version, env=env,
+            max_step_skills=cfg.rl.max_step_skills if algorithm.step_skills else 0)
         metrics["analysis/parse_ok_rate"] = sum(a.ok for a in annotations) / max(len(annotations), 1)
         metrics.update(skill_metrics([a.episode_skill for a in annotations if a.ok], "analysis"))
     metrics["time/analysis_s"] = time.perf_counter() - t0
-    skills = skills_by_traj(annotations)
+    context = TEACHER_CONTEXTS.get(algorithm.context) if algorithm.context is not None else None
+    skills_of = static_skills(library) if library is not None else \
+        hindsight_skills(annotations, step_skills=algorithm.step_skills)
 
-    encode = make_encoder(policy.tokenizer, policy.chat_template_kwargs, cfg.generation.max_prompt_tokens)
+    encoders = make_encoders(policy.tokenizer, policy.chat_template_kwargs, cfg.generation.max_prompt_tokens)
     # every rank trains on the whole batch (split evenly inside rl_update), so GRPO groups stay whole
-    samples = gather_samples(
-        build_samples(records, skills, encode, cfg.env.invalid_action_penalty, insert_episode_skill), comm)
+    samples = gather_samples(build_samples(records, encoders, cfg.env.invalid_action_penalty, context, skills_of),
+                             comm)
     pad_id = policy.tokenizer.pad_token_id
     metrics.update(rl_update(policy.model, optimizer, samples, cfg=cfg.rl, algorithm=algorithm, pad_id=pad_id,
-                             ref_model=ref, accelerator=accelerator, seed=seed))
+                             ref_model=ref, accelerator=accelerator, seed=seed, step=round_idx))
     metrics["time/round_s"] = time.perf_counter() - t_start
 
     # every process plays its shard of tasks; the round's records are the union over processes
@@ -169,6 +183,8 @@ def run_rl_round(
         os.replace(work, final)
         _prune(cfg, out_dir, round_idx)
         tracker.log_metrics(metrics, step=round_idx)
+        if round_idx == 0:
+            tracker.log_params(effective_tags(cfg.rl, algorithm))
     accelerator.wait_for_everyone()
     return metrics
 
@@ -191,6 +207,7 @@ def finalize_rl(cfg: SeedConfig, out_dir: Path) -> dict[str, float]:
 
     from seed_core.trainer.checkpoint import link_tree
 
+    cfg = effective_config(cfg)
     out_dir = Path(out_dir)
     last = round_dir(out_dir, cfg.rl.rounds - 1)
     if not (last / "DONE").is_file():
@@ -218,6 +235,7 @@ def finalize_rl(cfg: SeedConfig, out_dir: Path) -> dict[str, float]:
 def run_rl(cfg: SeedConfig, init_checkpoint: Path, out_dir: Path, analyzer_checkpoint: Path | None = None,
            tracker: Tracker | None = None) -> dict[str, float]:
     """All rounds (resuming after the last finished one), then ``finalize_rl``."""
+    cfg = effective_config(cfg)
     fingerprint = rl_fingerprint(cfg, init_checkpoint)  # hashes the starting checkpoint once per run
     for i in range(cfg.rl.rounds):
         run_rl_round(cfg, i, init_checkpoint, out_dir, analyzer_checkpoint, tracker, fingerprint)

@@ -49,3 +49,20 @@ def insert_episode_skill(prompt: str, skill: str) -> str:
         if position >= 0:
             return _splice(prompt[:position], section, prompt[position:])
     return _splice(prompt, section, "")
+
+
+STEP_SKILL_TITLE = "**Critical-Step Skill**"
+STEP_SKILL_INSTRUCTION = "Use this current-step skill for this decision only:"
+
+
+def insert_step_skill(prompt: str, skill: str) -> str:
+    """``prompt`` with the step-skill section (OPID §2.5) before the "Now it's your turn" anchor, else at the
+    end; blank skill -> unchanged."""
+    if not skill.strip():
+        return prompt
+    section = render_skill_section(STEP_SKILL_TITLE, STEP_SKILL_INSTRUCTION, skill)
+    for anchor in TURN_ANCHORS:
+        position = prompt.find(anchor)
+        if position >= 0:
+            return _splice(prompt[:position], section, prompt[position:])
+    return _splice(prompt, section, "")

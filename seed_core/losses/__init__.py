@@ -4,7 +4,13 @@ Registries: ``ADVANTAGES`` (rl.advantage), ``POLICY_LOSSES`` (rl.policy_loss), `
 (rl.distill_loss). Nothing here reads a config: the trainer passes explicit keyword arguments.
 """
 
-from seed_core.losses.advantages import ADVANTAGES, opid_shaped_advantages, step_scores
+from seed_core.losses.advantages import (
+    ADVANTAGES,
+    opid_shaped_advantages,
+    rlsd_lambda,
+    rlsd_reweighted_advantages,
+    step_scores,
+)
 from seed_core.losses.aggregate import masked_mean, masked_sum
 from seed_core.losses.distill import DISTILL_LOSSES
 from seed_core.losses.policy import POLICY_LOSSES
@@ -22,5 +28,7 @@ __all__ = [
     "masked_mean",
     "masked_sum",
     "opid_shaped_advantages",
+    "rlsd_lambda",
+    "rlsd_reweighted_advantages",
     "step_scores",
 ]

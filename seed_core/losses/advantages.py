@@ -128,3 +128,38 @@ def opid_shaped_advantages(
     shift = (teacher_logprobs - old_logprobs).detach()
     shift = torch.where(active != 0, shift, torch.zeros_like(shift))
     return advantages + coef * shift * active
+
+
+def rlsd_lambda(step: int, *, lambda0: float, decay_steps: int) -> float:
+    """RLSD's mixing weight, linearly decayed: lambda_t = lambda0 * max(0, 1 - t / decay_steps) (0.5 -> 0 over 100)."""
+    if decay_steps <= 0:
+        return 0.0
+    return lambda0 * max(0.0, 1.0 - step / decay_steps)
+
+
+def rlsd_reweighted_advantages(
+    advantages: Tensor,
+    teacher_logprobs: Tensor,
+    old_logprobs: Tensor,
+    mask: Tensor,
+    teacher_mask: Tensor,
+    *,
+    lam: float,
+    clip: float,
+) -> Tensor:
+    """RLSD advantage reweighting by the teacher shift (§1.10 table; SDAR repo ``rlsd_utils.py:145-183``).
+
+        delta = sg(l^T - l^old)                                        (B, T)
+        w     = clip(exp(sign(A) * delta), 1 - clip, 1 + clip)         eps_w = clip = 0.2
+        A'    = A * ((1 - lam) + lam * w)                               on tokens with a teacher; A elsewhere
+
+    A positive advantage is amplified where the teacher endorses the token (delta > 0), a negative one
+    where the teacher rejects it. advantages, teacher_logprobs, old_logprobs, mask: (B, T); teacher_mask:
+    (B,). Returns (B, T), detached from the teacher and old log-probs.
+    """
+    active = mask * teacher_mask.to(mask.dtype)[:, None]
+    delta = (teacher_logprobs - old_logprobs).detach()
+    delta = torch.where(active != 0, delta, torch.zeros_like(delta))
+    w = torch.exp(torch.sign(advantages) * delta).clamp(1.0 - clip, 1.0 + clip)
+    scale = torch.where(active != 0, (1.0 - lam) + lam * w, torch.ones_like(w))
+    return advantages * scale

@@ -70,3 +70,43 @@ def opd_loss(inp: LossInputs, *, beta: float | None = None) -> LossOutput:
     can be called the same way, and is ignored.
     """
     return _opd(inp, torch.ones_like, needed_by="opd")
+
+
+SKILL_SD_EXP_CLAMP = 20.0
+"""Skill-SD clamps the exponent of k3 at 20 (``skillsd_utils.py``)."""
+SKILL_SD_RATIO_CLAMP = 10.0
+"""Skill-SD clamps the log importance ratio at 10 before exp."""
+
+
+@DISTILL_LOSSES.register("skill_sd")
+def skill_sd_loss(inp: LossInputs, *, beta: float | None = None) -> LossOutput:
+    """Skill-SD (SDAR's static-skill reproduction, §1.10 table; SDAR repo ``skillsd_utils.py:14-52``).
+
+        e   = l^S - l^T                                    (B, T); l^T detached
+        k3  = exp(min(-e, 20)) - 1 + e                     >= 0, = 0 iff l^S == l^T
+        rho = sg(exp(min(l^S - l^old, 10)))                importance ratio to the rollout policy
+        L   = masked_mean(rho * k3, mask * teacher_mask[:, None])
+
+    dL/dl^S = rho * (1 - exp(l^T - l^S)) / N on the N active tokens (pulls l^S toward l^T from both
+    sides, unlike the gated loss). ``rho`` detached is [inferred]: the reference formula does not say.
+    ``beta`` is accepted for a uniform call signature and ignored. Metrics: opd_loss, teacher_gap_mean,
+    teacher_coverage, skill_sd_ratio_mean.
+    """
+    active = inp.teacher_token_mask()
+    keep = active != 0
+    zeros = torch.zeros_like(inp.logprobs)
+    student = torch.where(keep, inp.logprobs, zeros)
+    teacher = torch.where(keep, inp.require("teacher_logprobs", needed_by="skill_sd").detach(), zeros)
+    old = torch.where(keep, inp.old_logprobs.detach(), zeros)
+    e = student - teacher
+    k3 = torch.exp((-e).clamp(max=SKILL_SD_EXP_CLAMP)) - 1.0 + e
+    rho = torch.exp((student.detach() - old).clamp(max=SKILL_SD_RATIO_CLAMP))
+    loss = masked_mean(rho * k3, active)
+    response_tokens = inp.mask.sum()
+    metrics = {
+        "opd_loss": as_float(loss),
+        "teacher_gap_mean": as_float(masked_mean(teacher - student.detach(), active)),
+        "teacher_coverage": as_float(active.sum() / response_tokens if as_float(response_tokens) > 0 else 0.0),
+        "skill_sd_ratio_mean": as_float(masked_mean(rho, active)),
+    }
+    return loss, metrics

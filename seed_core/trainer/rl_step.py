@@ -1,6 +1,9 @@
 """One RL update on a batch of step samples: GRPO advantages, old/teacher/ref log-probs, PPO mini-batches.
 
-    L = L_PPO(A) - c_ent * H + kl_coef * KL_k3(pi || ref) + opd_coef * L_OPD(gate)      (seed-algorithm.md §1.7, §1.12)
+    L = pg_coef * L_PPO(A') - c_ent * H + kl_coef * KL_k3(pi || ref) + opd_coef * L_OPD(gate)   (seed-algorithm.md §1.7, §1.12)
+
+The terms come from the ``Algorithm`` record through ``seed_core.trainer.compose`` (pure, golden-tested);
+``cfg`` is the effective RL config (``seed_core.algorithms.effective_rl``).
 
 The teacher log-probs are the *pre-update* policy scoring the *same response ids* under the
 skill-augmented prompt; they are computed in the same no-grad pass as the old log-probs (one
@@ -17,18 +20,10 @@ from typing import Any, Sequence
 
 import torch
 
-from seed_core.algorithms import Algorithm
+from seed_core.algorithms import Algorithm, effective_rl
 from seed_core.config import RLConfig
-from seed_core.losses import (
-    ADVANTAGES,
-    DISTILL_LOSSES,
-    POLICY_LOSSES,
-    LossInputs,
-    entropy_bonus,
-    kl_k3,
-    opid_shaped_advantages,
-    step_scores,
-)
+from seed_core.losses import ADVANTAGES, LossInputs, step_scores
+from seed_core.trainer.compose import compose_loss
 from seed_core.trainer.distributed import Collective, pad_micro, rank_slice, split_micro
 from seed_core.trainer.logprobs import pack_sequences, pad_rows, response_logprobs, score_in_chunks
 
@@ -141,10 +136,10 @@ def micro_batch_loss(
     pad_id: int,
     cfg: RLConfig,
     algorithm: Algorithm,
-    beta: float,
     keep: list[bool] | None = None,
+    step: int = 0,
 ) -> tuple[MicroLoss, dict[str, float]]:
-    """L = L_PPO(A) + kl_coef * KL_k3 - c_ent * H + opd_coef * L_OPD on the samples ``idx`` (current weights).
+    """``compose_loss`` on the samples ``idx`` with the current weights (``cfg`` = effective RL config).
 
     Rows with ``keep[i] = False`` are padding: their tokens are masked out of every term.
     """
@@ -159,26 +154,11 @@ def micro_batch_loss(
     teacher = pad_rows([scored["teacher"][i] for i in idx], T).to(dev)
     tmask = samples.teacher_mask[idx].to(dev) * row_keep  # (B,)
     token_adv = adv[idx].to(dev).unsqueeze(1) * mask  # (B, T): the step's advantage on every response token
-    if algorithm.opid_shaping:
-        token_adv = opid_shaped_advantages(token_adv, teacher, old, mask, tmask, coef=cfg.opid_coef)
     ref = pad_rows([scored["ref"][i] for i in idx], T).to(dev) if "ref" in scored else None
     inp = LossInputs(logprobs=logprobs, old_logprobs=old, advantages=token_adv, mask=mask,
                      ref_logprobs=ref, teacher_logprobs=teacher, teacher_mask=tmask, entropy=entropy)
-    loss, metrics = POLICY_LOSSES.get(cfg.policy_loss)(
-        inp, clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high, clip_ratio_c=cfg.clip_ratio_c)
-    if ref is not None:
-        kl_loss, kl_metrics = kl_k3(logprobs, ref, mask)
-        loss = loss + cfg.kl_coef * kl_loss
-        metrics.update(kl_metrics)
-    if entropy is not None:
-        ent, ent_metrics = entropy_bonus(entropy, mask)
-        loss = loss - cfg.entropy_coef * ent
-        metrics.update(ent_metrics)
-    distill = None
-    if algorithm.distill:
-        opd_loss, opd_metrics = DISTILL_LOSSES.get(cfg.distill_loss)(inp, beta=beta)
-        distill = cfg.opd_coef * opd_loss
-        metrics.update(opd_metrics)
+    composed = compose_loss(inp, cfg=cfg, algorithm=algorithm, step=step)
+    loss, distill, metrics = composed.token_loss, composed.distill_loss, composed.metrics
     if algorithm.needs_teacher and samples.success is not None:
         metrics.update(gap_sums_by_outcome(teacher, logprobs.detach(), mask * tmask.unsqueeze(1),
                                            samples.success[idx].to(dev)))
@@ -236,15 +216,18 @@ def rl_update(
     ref_model: torch.nn.Module | None = None,
     accelerator: Any = None,
     seed: int = 0,
+    step: int = 0,
 ) -> dict[str, float]:
     """Advantages + scoring passes + ``ppo_epochs`` x mini-batches of clipped updates; returns ``rl/...`` metrics.
 
     ``samples`` is the *global* batch (the same on every rank). Each optimizer step minimises the token-mean
     over its whole mini-batch (``distributed``), so 1 and P processes, and any micro-batching, give the same
     loss and update. ``rl/total_loss`` is that mini-batch loss, averaged over the optimizer steps.
+    ``cfg`` must be the effective RL config of ``algorithm`` (``effective_rl``); ``step`` = the RL round.
     """
     if len(samples) == 0:
         return {"rl/skipped_empty_batch": 1.0, "rl/samples": 0.0}
+    cfg = effective_rl(cfg, algorithm)  # idempotent: the algorithm's fixed values win (one owner)
     comm = Collective(accelerator)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -255,7 +238,6 @@ def rl_update(
         algorithm.needs_teacher, needs_old=not single_step, comm=comm,
     )
     timings["time/logprob_passes_s"] = time.perf_counter() - t0
-    beta = cfg.gate_beta if algorithm.gate_beta is None else algorithm.gate_beta
     lengths = [len(p) + len(r) for p, r in zip(samples.prompt_ids, samples.response_ids)]
 
     t1 = time.perf_counter()
@@ -278,7 +260,7 @@ def rl_update(
             share_sum = 0.0
             for rows in micros:
                 part, metrics = micro_batch_loss(model, samples, rows.index, scored, adv, pad_id=pad_id, cfg=cfg,
-                                                 algorithm=algorithm, beta=beta, keep=rows.keep)
+                                                 algorithm=algorithm, keep=rows.keep, step=step)
                 share = part.global_share(total, total_teacher)
                 scaled = share * comm.world  # DDP / FSDP average the gradients over ranks
                 if accelerator is not None:
@@ -337,21 +319,25 @@ def gather_samples(samples: RLSamples, comm: Collective) -> RLSamples:
 
 def build_samples(
     records: Sequence[Any],
-    skills: dict[str, str],
-    encode: Any,
+    encoders: Any,
     penalty: float,
-    insert_skill: Any,
+    context: Any = None,
+    skills_of: Any = None,
 ) -> RLSamples:
-    """Tokenise step records; ``encode(text) -> ids`` applies the chat template and left truncation."""
+    """Tokenise step records. ``encoders``: ``seed_core.contexts.Encoders`` (chat template + left cut);
+    ``context``: a ``TeacherContext`` (None = no teacher) building each step's teacher prompt from
+    ``skills_of(record)``; a step without a skill gets ``teacher_prompt_ids = None`` (no teacher signal)."""
+    from seed_core.contexts import StepSkills
+
     usable = [r for r in records if len(r.response_ids) > 0]
     returns = torch.tensor([r.episode_return for r in usable], dtype=torch.float32)
     valid = torch.tensor([r.format_valid for r in usable], dtype=torch.bool)
     teacher_prompts: list[list[int] | None] = []
     for r in usable:
-        skill = skills.get(r.traj_id, "")
-        teacher_prompts.append(encode(insert_skill(r.prompt, skill)) if skill else None)
+        skills = skills_of(r) if skills_of is not None else StepSkills()
+        teacher_prompts.append(context.build(r.prompt, skills, encoders) if context is not None else None)
     return RLSamples(
-        prompt_ids=[encode(r.prompt) for r in usable],
+        prompt_ids=[encoders.chat(r.prompt) for r in usable],
         response_ids=[list(r.response_ids) for r in usable],
         teacher_prompt_ids=teacher_prompts,
         group_ids=[r.group_id for r in usable],

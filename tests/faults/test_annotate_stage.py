@@ -12,7 +12,7 @@ import pytest
 
 from seed_core.analyzer.annotate import skills_by_traj
 from seed_core.analyzer.clients import AnalyzerSetupError
-from seed_core.analyzer.insert import insert_episode_skill
+from seed_core.contexts import TEACHER_CONTEXTS, Encoders, hindsight_skills
 from seed_core.annotate import CACHE_FILE, run_annotate
 from seed_core.config import ConfigError, SeedConfig, flatten
 from seed_core.io import read_records
@@ -91,8 +91,10 @@ def test_every_trajectory_ends_annotated_or_failed_with_its_reason(faulty_run: F
 def test_a_failed_trajectory_gets_no_distillation_signal(faulty_run: FaultyRun) -> None:
     skills = skills_by_traj(faulty_run.records)
     assert set(skills) == {f"traj-{i:02d}" for i in range(N)} - {NO_ANSWER, UNPARSABLE}
-    samples = build_samples(faulty_run.steps, skills, lambda text: [ord(c) % 251 for c in text[-32:]], 0.1,
-                            insert_episode_skill)
+    fake = Encoders(chat=lambda text: [ord(c) % 251 for c in text[-32:]], template=lambda text: text,
+                    raw=lambda text: [ord(c) % 251 for c in text[-32:]])
+    samples = build_samples(faulty_run.steps, fake, 0.1, TEACHER_CONTEXTS.get("hindsight_after_task_line"),
+                            hindsight_skills(faulty_run.records))
     by_traj: dict[str, list[bool]] = {}
     for step, teacher in zip(faulty_run.steps, samples.teacher_prompt_ids):
         by_traj.setdefault(step.traj_id, []).append(teacher is not None)
@@ -200,7 +202,7 @@ def test_the_api_key_reaches_no_output_record_log_or_error(
     out = tmp_path / "annotate"
     metrics = run_annotate(openai_cfg, tmp_path / "collect", out, tracker=tracker)
     tracker.log_params(flatten(openai_cfg))
-    for path in sorted(out.iterdir()):
+    for path in sorted(p for p in out.rglob("*") if p.is_file()):
         tracker.log_artifact(path)
 
     assert server.chat_calls()[0].headers["authorization"] == f"Bearer {SECRET}"
@@ -208,7 +210,7 @@ def test_the_api_key_reaches_no_output_record_log_or_error(
     errors = [r.error for r in read_records(out / "annotations.parquet", AnnotationRecord) if not r.ok]
     assert len(errors) == 2 and all("***" in e for e in errors)
     captured = capfd.readouterr()
-    files = {p.name: p.read_bytes().decode("latin-1") for p in out.iterdir()}
+    files = {str(p.relative_to(out)): p.read_bytes().decode("latin-1") for p in out.rglob("*") if p.is_file()}
     assert {"annotations.parquet", "sft_examples.jsonl", "metrics.json", "resolved_config.json", CACHE_FILE} <= set(files)
     haystacks = {"tracker": repr(tracker.records), "logs": caplog.text, "stdout": captured.out,
                  "stderr": captured.err, "records": repr(read_records(out / "annotations.parquet", AnnotationRecord)),

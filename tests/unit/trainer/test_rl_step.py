@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 
 from seed_core.algorithms import ALGORITHMS
@@ -82,7 +83,7 @@ def test_on_policy_shortcut_equals_the_explicit_old_pass(tiny_policy):
     from seed_core.trainer.rl_step import micro_batch_loss
 
     model, pad = tiny_policy.model, tiny_policy.tokenizer.pad_token_id
-    s, cfg, algo = _samples(), RLConfig(kl_coef=0.0), ALGORITHMS.get("opid")
+    s, cfg, algo = _samples(), RLConfig(kl_coef=0.0), ALGORITHMS.get("opid_self")
     adv = torch.tensor([1.0, -1.0, 0.5])
     with_old = compute_reference_logprobs(model, None, s, pad, 8, needs_teacher=True)
     without = compute_reference_logprobs(model, None, s, pad, 8, needs_teacher=True, needs_old=False)
@@ -90,8 +91,8 @@ def test_on_policy_shortcut_equals_the_explicit_old_pass(tiny_policy):
     for a, b in zip(with_old["teacher"], without["teacher"]):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
     model.eval()
-    l1, m1 = micro_batch_loss(model, s, [0, 1, 2], with_old, adv, pad_id=pad, cfg=cfg, algorithm=algo, beta=5.0)
-    l2, m2 = micro_batch_loss(model, s, [0, 1, 2], without, adv, pad_id=pad, cfg=cfg, algorithm=algo, beta=5.0)
+    l1, m1 = micro_batch_loss(model, s, [0, 1, 2], with_old, adv, pad_id=pad, cfg=cfg, algorithm=algo)
+    l2, m2 = micro_batch_loss(model, s, [0, 1, 2], without, adv, pad_id=pad, cfg=cfg, algorithm=algo)
     torch.testing.assert_close(l1.local(), l2.local(), atol=1e-5, rtol=1e-5)
     assert abs(m2["ratio_mean"] - 1.0) < 1e-6 and abs(m1["ratio_mean"] - 1.0) < 1e-4
 
@@ -119,3 +120,20 @@ def test_mini_batch_loss_is_a_global_token_mean_whatever_the_micro_batching(tiny
         for a, b in zip(params, results[0][1]):
             torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
     assert any(not torch.equal(a, start_v) for a, start_v in zip(results[0][1], start.values()))
+
+
+def test_an_algorithms_fixed_gate_beta_wins_over_the_config(tiny_policy):
+    """grpo_opsd is beta = 0 (g = 0.5 everywhere) even when rl.gate_beta says 5: one owner, used and logged."""
+    cfg = RLConfig(mini_batch_size=8, micro_batch_size=8, kl_coef=0.0, gate_beta=5.0)
+    opt = torch.optim.SGD(tiny_policy.model.parameters(), lr=0.0)
+    m = rl_update(tiny_policy.model, opt, _samples(), cfg=cfg, algorithm=ALGORITHMS.get("grpo_opsd"),
+                  pad_id=tiny_policy.tokenizer.pad_token_id)
+    assert m["rl/gate_mean"] == pytest.approx(0.5, abs=1e-7)
+    from seed_core.algorithms import effective_values
+
+    algo = ALGORITHMS.get("grpo_opsd")
+    from seed_core.algorithms import effective_rl
+
+    assert effective_values(effective_rl(cfg, algo), algo)["algo/beta"] == 0.0
+    sdar = ALGORITHMS.get("sdar")
+    assert effective_values(effective_rl(cfg, sdar), sdar)["algo/beta"] == 5.0

@@ -1,0 +1,94 @@
+"""The actor loss of one micro-batch, composed from an ``Algorithm`` record (seed-algorithm.md §1.7-1.10).
+
+    A'   = SHAPINGS[algorithm.shaping](A, ...)                     per-token advantage (OPID §1.8, RLSD §1.10)
+    L_tok = pg_coef * L_PG(A') + kl_coef * KL_k3(pi || ref) - entropy_coef * H     token-means over ``mask``
+    L_dis = opd_coef * DISTILL_LOSSES[distill_loss](beta=gate_beta)                token-mean over teacher tokens
+    L     = L_tok + L_dis                                                          (algorithm.distill only)
+
+``cfg`` must be the *effective* RL config (``seed_core.algorithms.effective_rl``): the algorithm's fixed
+values are already in it, so the coefficients used here are exactly the ones logged. Pure: no model, no
+I/O, so tests pin the composition (sign, coefficient and mask of each term) on hand-made tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from seed_core.algorithms import Algorithm
+from seed_core.config import RLConfig
+from seed_core.losses import (
+    DISTILL_LOSSES,
+    POLICY_LOSSES,
+    LossInputs,
+    entropy_bonus,
+    kl_k3,
+    opid_shaped_advantages,
+    rlsd_lambda,
+    rlsd_reweighted_advantages,
+)
+from seed_core.registry import Registry
+
+Shaping = Callable[[LossInputs, RLConfig, int], Tensor]
+
+SHAPINGS: Registry[Shaping] = Registry("advantage shaping")
+
+
+@SHAPINGS.register("opid")
+def _opid(inp: LossInputs, cfg: RLConfig, step: int) -> Tensor:
+    """A' = A + opid_coef * sg(l^T - l^old) on teacher tokens (§1.8)."""
+    return opid_shaped_advantages(inp.advantages, inp.require("teacher_logprobs", needed_by="opid shaping"),
+                                  inp.old_logprobs, inp.mask, _tmask(inp), coef=cfg.opid_coef)
+
+
+@SHAPINGS.register("rlsd")
+def _rlsd(inp: LossInputs, cfg: RLConfig, step: int) -> Tensor:
+    """A' = A ((1 - lam_t) + lam_t clip(exp(sign(A) delta), 1 +- eps_w)), lam_t decayed linearly (§1.10)."""
+    lam = rlsd_lambda(step, lambda0=cfg.rlsd_lambda0, decay_steps=cfg.rlsd_decay_steps)
+    return rlsd_reweighted_advantages(inp.advantages, inp.require("teacher_logprobs", needed_by="rlsd shaping"),
+                                      inp.old_logprobs, inp.mask, _tmask(inp), lam=lam, clip=cfg.rlsd_clip)
+
+
+def _tmask(inp: LossInputs) -> Tensor:
+    return inp.teacher_mask if inp.teacher_mask is not None else torch.ones_like(inp.logprobs[:, 0])
+
+
+@dataclass
+class ComposedLoss:
+    token_loss: Tensor
+    """pg_coef * L_PG + kl_coef * KL - entropy_coef * H (token-mean over ``mask``)."""
+    distill_loss: Tensor | None
+    """opd_coef * L_distill (token-mean over teacher tokens), None without a distillation term."""
+    metrics: dict[str, float]
+
+    @property
+    def total(self) -> Tensor:
+        return self.token_loss if self.distill_loss is None else self.token_loss + self.distill_loss
+
+
+def compose_loss(inp: LossInputs, *, cfg: RLConfig, algorithm: Algorithm, step: int = 0) -> ComposedLoss:
+    """The terms of one micro-batch (module docstring). ``inp.advantages`` are the unshaped (B, T) advantages;
+    ``inp.ref_logprobs`` None skips KL, ``inp.entropy`` None skips the entropy bonus; ``step`` is the RL round
+    (RLSD's lambda schedule)."""
+    if algorithm.shaping is not None:
+        inp = replace(inp, advantages=SHAPINGS.get(algorithm.shaping)(inp, cfg, step))
+    pg, metrics = POLICY_LOSSES.get(cfg.policy_loss)(
+        inp, clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high, clip_ratio_c=cfg.clip_ratio_c)
+    loss = cfg.pg_coef * pg
+    if inp.ref_logprobs is not None:
+        kl, kl_metrics = kl_k3(inp.logprobs, inp.ref_logprobs, inp.mask)
+        loss = loss + cfg.kl_coef * kl
+        metrics.update(kl_metrics)
+    if inp.entropy is not None:
+        ent, ent_metrics = entropy_bonus(inp.entropy, inp.mask)
+        loss = loss - cfg.entropy_coef * ent
+        metrics.update(ent_metrics)
+    distill = None
+    if algorithm.distill:
+        d, d_metrics = DISTILL_LOSSES.get(cfg.distill_loss)(inp, beta=cfg.gate_beta)
+        distill = cfg.opd_coef * d
+        metrics.update(d_metrics)
+    return ComposedLoss(loss, distill, metrics)

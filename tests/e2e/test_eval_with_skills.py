@@ -1,0 +1,30 @@
+"""``eval.with_skills``: the paper's "*" rows play each task with the *static* skill of its task type."""
+
+from seed_core.config import SeedConfig
+from seed_core.evaluate import run_evaluate
+from seed_core.io import read_records
+from seed_core.static_skills import StaticSkills
+from seed_core.types import EvalRecord
+
+
+def test_star_rows_use_the_static_skill_of_the_task_type(tiny_model_dir, tmp_path, monkeypatch):
+    import seed_core.rollout.collector as collector
+
+    lib = StaticSkills(general="- Never push a box into a corner.", texts={}, mapping={}).write(tmp_path / "lib")
+    seen = []
+    real = collector.rollout
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("skills"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(collector, "rollout", spy)
+    cfg = SeedConfig().with_overrides({
+        "model.path": str(tiny_model_dir), "model.device": "cpu", "env.name": "sokoban", "env.max_steps": 1,
+        "eval.num_tasks": 2, "eval.with_skills": True, "rl.static_skills_dir": str(lib),
+        "generation.max_new_tokens": 4})
+    metrics = run_evaluate(cfg, tiny_model_dir, tmp_path / "eval", "skill_grpo")
+    assert seen[0] is None and set(seen[1].values()) == {"- Never push a box into a corner."}
+    assert len(seen[1]) == 2 and "eval/with_skills/success_rate" in metrics
+    rows = read_records(tmp_path / "eval" / "episodes.parquet", EvalRecord)
+    assert sorted(r.skill_prompt for r in rows) == [False, False, True, True]
