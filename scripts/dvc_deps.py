@@ -3,6 +3,7 @@ and inside functions; ``if TYPE_CHECKING:`` bodies do not run and do not count),
 stage's ``python -m flows.<stage>`` entry point over seed_core / flows / tasks.
 
     python scripts/dvc_deps.py            # print, per stage, the smallest list of files/dirs covering it
+    python scripts/dvc_deps.py --write    # rewrite those deps in dvc.yaml in place (data deps are kept)
 
 ``tests/unit/test_dvc_deps.py`` checks that dvc.yaml's deps are exactly that cover (both ways).
 """
@@ -130,6 +131,36 @@ def code_deps(entry: str) -> list[str]:
     return [dep for pkg in ("flows", "tasks", "seed_core") for dep in cover(ROOT / pkg)]
 
 
+CODE_DEP = re.compile(r"^(\s*)- (flows|tasks|seed_core)(/\S*)?\s*$")
+STAGE_LINE = re.compile(r"^  (\w+):\s*(#.*)?$")
+
+
+def rewrite(text: str) -> str:
+    """dvc.yaml ``text`` with each stage's code deps replaced by ``code_deps`` (data deps, comments kept)."""
+    entries = {name: entry for name, (entry, _, _) in stages().items()}
+    pending = set(entries)
+    out: list[str] = []
+    stage = None
+    for line in text.splitlines():
+        header = STAGE_LINE.match(line)
+        if header and header.group(1) in entries:
+            stage = header.group(1)
+        code = CODE_DEP.match(line)
+        if code and stage is not None:
+            if stage in pending:  # the stage's first code dep: write the whole cover there
+                pending.discard(stage)
+                out += [f"{code.group(1)}- {dep}" for dep in code_deps(entries[stage])]
+            continue
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
 if __name__ == "__main__":
-    for name, (entry, _, _) in stages().items():
-        print(f"{name}:", *(f"  - {d}" for d in code_deps(entry)), sep="\n")
+    import sys
+
+    if sys.argv[1:] == ["--write"]:
+        path = ROOT / "dvc.yaml"
+        path.write_text(rewrite(path.read_text()))
+    else:
+        for name, (entry, _, _) in stages().items():
+            print(f"{name}:", *(f"  - {d}" for d in code_deps(entry)), sep="\n")

