@@ -33,6 +33,10 @@ class Tracker(Protocol):
 
     def log_artifact(self, path: str | Path) -> None: ...
 
+    def log_table(self, table: Any, artifact_file: str) -> None: ...
+
+    def log_figure(self, figure: Any, artifact_file: str) -> None: ...
+
 
 class NullTracker:
     """Discards everything (but keeps the last metrics, handy in tests)."""
@@ -49,6 +53,12 @@ class NullTracker:
         pass
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        pass
+
+    def log_table(self, table: Any, artifact_file: str) -> None:
+        pass
+
+    def log_figure(self, figure: Any, artifact_file: str) -> None:
         pass
 
     def set_tags(self, tags: dict[str, Any]) -> None:
@@ -143,6 +153,15 @@ class MlflowTracker:
             self.client.log_artifacts(self.run_id, str(path), artifact_path)
         else:
             self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def log_table(self, table: Any, artifact_file: str) -> None:
+        """A pandas DataFrame as an MLflow table artifact (``*.json``: the run's Artifacts view and the
+        Evaluation/compare views render it as a table)."""
+        self.client.log_table(self.run_id, table, artifact_file)
+
+    def log_figure(self, figure: Any, artifact_file: str) -> None:
+        """A matplotlib figure as an image artifact (``*.png``), shown inline in the run's Artifacts view."""
+        self.client.log_figure(self.run_id, figure, artifact_file)
 
     def register_checkpoint(self, checkpoint: Path, name: str) -> str:
         """Log an HF checkpoint dir as run artifacts and register it as a new version of model ``name``.
