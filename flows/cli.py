@@ -119,16 +119,22 @@ def stage(name: Annotated[str, typer.Argument(help="a dvc.yaml stage: prepare_mo
 @app.command()
 def ui(prefect_port: int = 4200, mlflow_port: int = 5000,
        stop: Annotated[bool, typer.Option("--stop", help="stop the servers `seed ui` started")] = False) -> None:
-    """Start the Prefect and MLflow UIs on 127.0.0.1 (detached) and print their URLs and PIDs."""
+    """Start the Prefect and MLflow UIs on 127.0.0.1 (detached) and print their URLs and PIDs; `seed run`
+    and `dvc repro` then report to this Prefect server (else they record into the same database, .prefect/)."""
     from flows import services
 
     if stop:
         for server in ("prefect", "mlflow"):
             typer.echo(f"{server}: stopped PID {services.stop(server)}")
         return
-    for server, (command, health, url) in services.server_commands(prefect_port, mlflow_port).items():
-        pid = "already running" if services.healthy(health) else services.start(server, command, health).pid
-        typer.echo(f"{server}: {url}  (PID {pid}, log .tmp/ui/{server}.log)")
+    servers = services.server_commands(prefect_port, mlflow_port)
+    try:
+        pids = services.start_all(servers)
+    except RuntimeError as err:
+        typer.echo(f"seed: {err}", err=True)
+        raise typer.Exit(1) from None
+    for server, (command, health, url) in servers.items():
+        typer.echo(f"{server}: {url}  (PID {pids[server]}, log .tmp/ui/{server}.log)")
     typer.echo(f"export PREFECT_API_URL=http://127.0.0.1:{prefect_port}/api   # flows then show in the Prefect UI")
     typer.echo("stop with: seed ui --stop")
 

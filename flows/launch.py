@@ -21,8 +21,8 @@ from typing import Any, Callable
 from prefect import flow
 from prefect.runtime import flow_run
 
-from flows.common import EVAL_METHODS, PARENT_RUN_VAR
-from flows.results import log_results, publish_prefect
+from flows.common import EVAL_METHODS, PARENT_RUN_VAR, PIPELINE_FLOW_RUN_VAR, add_flow_run_tags, pipeline_tag
+from flows.results import log_results, publish_prefect, publish_stage_runs
 from flows.services import prefect_api
 from seed_core.config import load_config, project_root
 from seed_core.tracking import open_run, tracking_uri
@@ -102,9 +102,16 @@ def run_pipeline(preset: Path | None = None, overrides: dict[str, Any] | None = 
         run_tags = {"stage": run_name, "dvc.command": " ".join(cmd), **(tags or {})}
         if flow_run.id:
             run_tags["prefect.flow_run_id"] = flow_run.id
+            add_flow_run_tags(flow_run.id, [pipeline_tag(flow_run.id)])
         with open_run(cfg, run_name, tags=run_tags) as parent, prefect_api() as api_url:
             env = {**stage_env(parent.run_id), "PREFECT_API_URL": api_url}
-            subprocess.run(cmd, cwd=root, env=env, check=True)
+            if flow_run.id:
+                env[PIPELINE_FLOW_RUN_VAR] = flow_run.id
+            try:
+                subprocess.run(cmd, cwd=root, env=env, check=True)
+            finally:
+                if flow_run.id:  # also after a failed stage: the link to its logs matters most then
+                    publish_stage_runs(pipeline_tag(flow_run.id))
             metrics = (summary or (lambda r, c: final_metrics(r, c.project.data_dir)))(root, cfg)
             parent.log_metrics(metrics)
             if reports:

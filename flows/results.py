@@ -24,6 +24,8 @@ RESULTS_KEY = "seed-results"
 """Prefect markdown artifact: ``reports/table.md`` (plus links to the MLflow run)."""
 RESULTS_TABLE_KEY = "seed-results-table"
 """Prefect table artifact: the rows of ``reports/table.csv``."""
+STAGE_RUNS_KEY = "seed-stage-runs"
+"""Prefect markdown artifact of a pipeline flow run: its stages' flow runs, linked."""
 
 
 def table_rows(reports: Path) -> list[dict[str, Any]]:
@@ -45,6 +47,35 @@ def publish_prefect(reports: Path, links: dict[str, str] | None = None) -> None:
                              description="Success table of the latest pipeline run (reports/table.md)")
     create_table_artifact(table=table_rows(reports), key=RESULTS_TABLE_KEY,
                           description="Long results table of the latest pipeline run (reports/table.csv)")
+
+
+def stage_flow_runs(tag: str) -> list[Any]:
+    """Flow runs carrying the pipeline's ``tag``, oldest first (the pipeline run itself included)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    with get_client(sync_client=True) as client:
+        return client.read_flow_runs(flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[tag])),
+                                     sort=FlowRunSort.START_TIME_ASC)
+
+
+def publish_stage_runs(tag: str) -> str:
+    """On the current (pipeline) flow run: a markdown artifact linking each stage flow run with ``tag``
+    (links relative to the UI, so they work on whichever server shows the project's database).
+    DVC-cached stages run no flow and are not listed."""
+    from prefect.artifacts import create_markdown_artifact
+    from prefect.runtime import flow_run
+
+    runs = [r for r in stage_flow_runs(tag) if str(r.id) != flow_run.id]
+    lines = [f"# Stage flow runs of this pipeline run (tag `{tag}`)", ""]
+    lines += [f"- [{r.name}](/runs/flow-run/{r.id}): {r.state_name or '-'}" for r in runs]
+    if not runs:
+        lines.append("- none: every stage was up to date (DVC reused its outputs)")
+    markdown = "\n".join(lines) + "\n"
+    create_markdown_artifact(markdown=markdown, key=STAGE_RUNS_KEY,
+                             description=f"Stage flow runs of pipeline run {flow_run.id}")
+    return markdown
 
 
 def log_results(tracker: Tracker, reports: Path) -> dict[str, float]:

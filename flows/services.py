@@ -61,6 +61,41 @@ def ui_url(name: str) -> str | None:
     return next((url for url in dict.fromkeys(candidates) if healthy(url + suffix)), None)
 
 
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a server could bind ``host:port`` now."""
+    with socket.socket() as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def start_all(servers: dict[str, tuple[list[str], str, str]]) -> dict[str, int | str]:
+    """Start every server that is not already up (healthy at its health URL), or none: a port held by
+    something else is a ``RuntimeError`` naming it before anything starts, and a server that fails to
+    start stops the ones started before it. Returns name -> PID (``already running`` for a live one)."""
+    out: dict[str, int | str] = {}
+    for name, (command, health, url) in servers.items():
+        if healthy(health):
+            out[name] = "already running"
+        elif not port_free(port := int(url.rsplit(":", 1)[1])):
+            raise RuntimeError(f"port {port} on 127.0.0.1 is in use by another program, so the {name} UI cannot "
+                               f"start there; free it or pick another port (seed ui --{name}-port N)")
+    started: list[tuple[str, subprocess.Popen[bytes]]] = []
+    try:
+        for name, (command, health, url) in servers.items():
+            if name not in out:
+                started.append((name, start(name, command, health)))
+                out[name] = started[-1][1].pid
+                record_url(name, url)
+    except BaseException:
+        for name, proc in reversed(started):
+            stop(name, proc)
+        raise
+    return out
+
+
 def healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
@@ -89,6 +124,8 @@ def start(name: str, command: list[str], health_url: str, timeout_s: float = 120
 def _alive(pgid: int, proc: subprocess.Popen[bytes] | None) -> bool:
     if proc is not None:
         return proc.poll() is None  # also reaps our own child, so it does not linger as a zombie
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pgid, os.WNOHANG)  # our own child without its Popen: reap it, a zombie looks alive
     try:
         os.killpg(pgid, 0)
         return True
@@ -120,6 +157,19 @@ def prefect_home() -> Path:
     """$PREFECT_HOME, else the project's ``.prefect/``: the database ``seed ui`` serves and temporary
     servers of ``seed run`` / ``dvc repro`` record into, so their history outlives them."""
     return Path(os.environ.get("PREFECT_HOME") or project_root() / ".prefect")
+
+
+def use_project_prefect() -> str:
+    """For a process about to import Prefect without ``$PREFECT_API_URL``: report to ``seed ui``'s server
+    when it is up, else to a temporary server on the project's database (``prefect_home``). Returns
+    the API URL or the database directory used."""
+    url = ui_url("prefect")
+    if url:
+        os.environ["PREFECT_API_URL"] = f"{url}/api"
+        return os.environ["PREFECT_API_URL"]
+    os.environ["PREFECT_HOME"] = str(prefect_home())
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    return os.environ["PREFECT_HOME"]
 
 
 def configured_prefect_api() -> str | None:

@@ -161,3 +161,53 @@ def test_report_stage_publishes_its_table_and_logs_table_and_figures(tmp_path: P
     table = client.load_table(run.info.experiment_id, "results/table.json", run_ids=[run.info.run_id])
     overall = table[table["task_type"] == "all"].set_index("method")["success_rate"]
     assert overall.to_dict() == {m: i / 4 for i, m in enumerate(EVAL_METHODS)}
+
+
+def test_stage_flow_runs_are_tagged_with_the_pipeline_run_and_linked_from_it(
+        project: Path, mlflow_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake DVC runs a stage flow with the stage environment, as `python -m flows.<stage>` would."""
+    import os
+
+    import mlflow
+    from prefect import flow
+    from prefect.artifacts import Artifact
+    from prefect.client.orchestration import get_client
+
+    from flows.common import PIPELINE_FLOW_RUN_VAR, pipeline_tag, stage_run
+    from flows.results import STAGE_RUNS_KEY
+    from seed_core.config import load_config
+
+    seen: dict[str, str] = {}
+
+    @flow(name="fake-stage")
+    def fake_stage() -> None:
+        from prefect.runtime import flow_run
+
+        seen["flow_run"] = flow_run.id
+        with stage_run(load_config(project / "params.yaml"), "fake-stage", "fake", []) as tracker:
+            seen["mlflow_run"] = tracker.run_id
+
+    real_run = subprocess.run
+
+    def dvc_running_a_stage(cmd: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(cmd, list) and cmd[:1] == ["dvc"]:
+            monkeypatch.setenv(PIPELINE_FLOW_RUN_VAR, kwargs["env"][PIPELINE_FLOW_RUN_VAR])
+            monkeypatch.setenv("SEED_PARENT_RUN_ID", kwargs["env"]["SEED_PARENT_RUN_ID"])
+            fake_stage()
+            write_reports(project / "reports", "staged")
+            return subprocess.CompletedProcess(cmd, 0)
+        return real_run(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", dvc_running_a_stage)
+    run = launch.pipeline_run_flow()
+    tag = pipeline_tag(run.prefect_flow_run_id)
+    with get_client(sync_client=True) as client:
+        assert tag in client.read_flow_run(seen["flow_run"]).tags
+        assert tag in client.read_flow_run(run.prefect_flow_run_id).tags
+    links = Artifact.get(STAGE_RUNS_KEY)
+    assert str(links.flow_run_id) == run.prefect_flow_run_id
+    assert f"(/runs/flow-run/{seen['flow_run']})" in links.data
+    stage = mlflow.MlflowClient(mlflow_uri).get_run(seen["mlflow_run"])
+    assert stage.data.tags["prefect.pipeline_flow_run_id"] == run.prefect_flow_run_id
+    assert stage.data.tags["mlflow.parentRunId"] == run.mlflow_run_id
+    assert os.environ[PIPELINE_FLOW_RUN_VAR] == run.prefect_flow_run_id
