@@ -1,2 +1,15 @@
 """Prefect flows: one per DVC stage (``python -m flows.<stage>``), the in-process ``pipeline``, the
-DVC-driving ``launch`` used by the ``seed`` CLI and the served UI deployment (``serve``)."""
+DVC-driving ``launch`` used by the ``seed`` CLI and the served UI deployment (``serve``).
+
+Inside a DVC stage process (``$DVC_STAGE`` set) without ``$PREFECT_API_URL``, i.e. a plain ``dvc repro``,
+this package points Prefect at ``seed ui``'s server when it is up, else at the project's own database
+(``.prefect/``, the one ``seed ui`` serves), before Prefect is imported: the stage's flow run stays
+in the history instead of dying with a temporary database.
+"""
+
+import os as _os
+
+if _os.environ.get("DVC_STAGE") and not _os.environ.get("PREFECT_API_URL"):
+    from flows.services import use_project_prefect as _use_project_prefect
+
+    _use_project_prefect()

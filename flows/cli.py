@@ -40,11 +40,14 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 def run(preset: Annotated[Optional[Path], typer.Option(help="a params file from presets/ (an experiment)")] = None,
         set_: Annotated[Optional[list[str]], typer.Option("--set", "-S", help="KEY=VALUE (an experiment)")] = None,
         name: Annotated[Optional[str], typer.Option(help="DVC experiment name")] = None) -> None:
-    """Run the whole pipeline through DVC (only stale stages rerun), then print the table."""
-    from flows.launch import run_pipeline
+    """Run the whole pipeline through DVC (only stale stages rerun), then print the table and the UI links."""
+    from flows.launch import run_in_flow
+    from seed_core.config import load_config
 
+    overrides = parse_overrides(set_ or [])
     try:
-        run_pipeline(preset, parse_overrides(set_ or []), name)
+        load_config(preset or project_root() / "params.yaml", overrides or None)  # stop before any server starts
+        result = run_in_flow(preset, overrides, name)
     except ConfigError as err:
         typer.echo(f"seed: {err}", err=True)
         raise typer.Exit(2) from None
@@ -52,6 +55,10 @@ def run(preset: Annotated[Optional[Path], typer.Option(help="a params file from 
         typer.echo(f"seed: `{' '.join(err.cmd)}` failed with exit code {err.returncode}", err=True)
         raise typer.Exit(err.returncode) from None
     table()
+    for label, url in result.links.items():
+        typer.echo(f"{label}: {url}")
+    if not result.links:
+        typer.echo("seed: `seed ui` shows this run in Prefect and MLflow")
 
 
 SWEEP_DIR = "reports/sweep"
@@ -89,7 +96,7 @@ def sweep(seeds: Annotated[int, typer.Option(min=1, help="seeds 0..N-1, one DVC 
     try:
         run_pipeline(preset, overrides, targets=("sweep/dvc.yaml",), run_name="sweep", summary=sweep_metrics,
                      artifacts=("params.yaml", "sweep/dvc.lock", f"{SWEEP_DIR}/table.md",
-                                f"{SWEEP_DIR}/learning.json", f"{SWEEP_DIR}/curve_success.png"))
+                                f"{SWEEP_DIR}/learning.json", f"{SWEEP_DIR}/curve_success.png"), reports=None)
     except ConfigError as err:
         typer.echo(f"seed: {err}", err=True)
         raise typer.Exit(2) from None
@@ -112,16 +119,22 @@ def stage(name: Annotated[str, typer.Argument(help="a dvc.yaml stage: prepare_mo
 @app.command()
 def ui(prefect_port: int = 4200, mlflow_port: int = 5000,
        stop: Annotated[bool, typer.Option("--stop", help="stop the servers `seed ui` started")] = False) -> None:
-    """Start the Prefect and MLflow UIs on 127.0.0.1 (detached) and print their URLs and PIDs."""
+    """Start the Prefect and MLflow UIs on 127.0.0.1 (detached) and print their URLs and PIDs; `seed run`
+    and `dvc repro` then report to this Prefect server (else they record into the same database, .prefect/)."""
     from flows import services
 
     if stop:
         for server in ("prefect", "mlflow"):
             typer.echo(f"{server}: stopped PID {services.stop(server)}")
         return
-    for server, (command, health, url) in services.server_commands(prefect_port, mlflow_port).items():
-        pid = "already running" if services.healthy(health) else services.start(server, command, health).pid
-        typer.echo(f"{server}: {url}  (PID {pid}, log .tmp/ui/{server}.log)")
+    servers = services.server_commands(prefect_port, mlflow_port)
+    try:
+        pids = services.start_all(servers)
+    except RuntimeError as err:
+        typer.echo(f"seed: {err}", err=True)
+        raise typer.Exit(1) from None
+    for server, (command, health, url) in servers.items():
+        typer.echo(f"{server}: {url}  (PID {pids[server]}, log .tmp/ui/{server}.log)")
     typer.echo(f"export PREFECT_API_URL=http://127.0.0.1:{prefect_port}/api   # flows then show in the Prefect UI")
     typer.echo("stop with: seed ui --stop")
 

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 from seed_core.algorithms import ALGORITHMS
 from seed_core.config import ConfigError, SeedConfig, load_config, project_root
 from seed_core.stage_utils import RESUME_FILE
-from seed_core.tracking import RunTracker, Tracker, dvc_lock_hashes, open_run
+from seed_core.tracking import RunTracker, Tracker, dvc_lock_md5s, open_run
 
 RL_ALGORITHMS = ("grpo", "seed", "seed_static")
 """RL runs started from the same Stage-1 checkpoint (the paper's comparison)."""
@@ -28,6 +28,9 @@ EVAL_METHODS = ("vanilla", "sft", *RL_ALGORITHMS)
 PARENT_RUN_VAR = "SEED_PARENT_RUN_ID"
 """Run-context variable (not configuration): the MLflow parent run that ``seed run`` / the served
 deployment opened; DVC stage processes attach their runs to it (never ``MLFLOW_RUN_ID``, pitfall 15)."""
+PIPELINE_FLOW_RUN_VAR = "SEED_PIPELINE_FLOW_RUN_ID"
+"""Run-context variable: the Prefect flow run of ``seed run`` / the served deployment; each stage flow run
+gets its tag (``pipeline_tag``), so the Prefect UI groups a pipeline run's stages."""
 DVC_CONTEXT_VARS = ("DVC_STAGE", "DVC_EXP_NAME", "DVC_EXP_BASELINE_REV")
 """Set by DVC inside stage commands; copied onto the MLflow run as lowercase tags."""
 
@@ -91,15 +94,47 @@ def parse_args(stage: str, *options: str) -> argparse.Namespace:
 @contextlib.contextmanager
 def stage_run(cfg: SeedConfig, name: str, prefix: str, inputs: list[Path],
               parent_run_id: str | None = None) -> Iterator[RunTracker]:
-    """The stage's MLflow run: child of the pipeline run, tagged with its Prefect flow run and DVC lineage."""
+    """The stage's MLflow run: child of the pipeline run, tagged with its Prefect flow run and DVC lineage,
+    its DVC-tracked inputs as MLflow dataset inputs, with system metrics while it runs."""
     from prefect.runtime import flow_run
 
+    md5s = dvc_lock_md5s(inputs)
     tags: dict[str, Any] = {"stage": name, "prefect.flow_run_id": flow_run.id or "",
                             **{v.lower(): os.environ[v] for v in DVC_CONTEXT_VARS if os.environ.get(v)},
-                            **dvc_lock_hashes(inputs)}
+                            **{f"dvc.dep.{rel}": md5 for rel, md5 in md5s.items()}}
+    pipeline_run = os.environ.get(PIPELINE_FLOW_RUN_VAR)
+    if pipeline_run and flow_run.id:
+        add_flow_run_tags(flow_run.id, [pipeline_tag(pipeline_run)])
+        tags["prefect.pipeline_flow_run_id"] = pipeline_run
     parent = parent_run_id or os.environ.get(PARENT_RUN_VAR)
-    with open_run(cfg, name, parent_run_id=parent, prefix=prefix, tags=tags) as tracker:
+    with open_run(cfg, name, parent_run_id=parent, prefix=prefix, tags=tags, system_metrics=True) as tracker:
+        tracker.log_data_inputs(md5s)
         yield tracker
+
+
+def pipeline_tag(flow_run_id: str) -> str:
+    """Prefect tag shared by a pipeline flow run and its stage flow runs (filter the Flow Runs page by it)."""
+    return f"seed-run:{flow_run_id[:8]}"
+
+
+def add_flow_run_tags(flow_run_id: str, tags: list[str]) -> None:
+    """Add ``tags`` to an existing flow run (a DVC stage's run is created before it knows its pipeline)."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        current = client.read_flow_run(flow_run_id).tags
+        client.update_flow_run(flow_run_id, tags=[*current, *(t for t in tags if t not in current)])
+
+
+def model_tags(cfg: SeedConfig, algorithm: str) -> dict[str, Any]:
+    """Tags of a registered checkpoint (version and model): what made it."""
+    return {"algorithm": algorithm, "env": cfg.env.name, "seed": cfg.project.seed, "preset": cfg.project.preset,
+            "base_model": cfg.model.path}
+
+
+def model_name(cfg: SeedConfig, method: str) -> str:
+    """Registered model of a method's checkpoint: ``seed-<env>-<method>`` (sft, each RL algorithm)."""
+    return f"seed-{cfg.env.name}-{method}"
 
 
 def finish(tracker: Tracker, out_dir: Path, metrics: dict[str, float]) -> dict[str, float]:

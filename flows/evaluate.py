@@ -9,8 +9,9 @@ from pathlib import Path
 
 from prefect import flow
 
-from flows.common import finish, parse_args, stage_paths, stage_run
+from flows.common import finish, model_name, parse_args, stage_paths, stage_run
 from seed_core.config import load_config
+from seed_core.tracking import dvc_lock_md5s
 from tasks.evaluate import evaluate
 
 
@@ -22,7 +23,11 @@ def evaluate_flow(params_path: Path = Path("params.yaml"), method: str = "seed",
     checkpoint, out = paths.checkpoint(method), paths.eval(method)
     with stage_run(cfg, f"eval-{method}", "eval", [checkpoint], parent_run_id) as tracker:
         tracker.set_tags({"method": method})
-        return finish(tracker, out, evaluate(cfg, checkpoint, out, method, tracker))
+        metrics = finish(tracker, out, evaluate(cfg, checkpoint, out, method, tracker))
+        if cfg.tracking.register_models and method != "vanilla":  # the base model is not registered
+            md5 = next(iter(dvc_lock_md5s([checkpoint]).values()), None)
+            tracker.record_evaluation(model_name(cfg, method), metrics, md5)  # moves best-success_rate
+        return metrics
 
 
 if __name__ == "__main__":

@@ -14,10 +14,15 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from flows.common import EVAL_METHODS, PARENT_RUN_VAR
+from prefect import flow
+from prefect.runtime import flow_run
+
+from flows.common import EVAL_METHODS, PARENT_RUN_VAR, PIPELINE_FLOW_RUN_VAR, add_flow_run_tags, pipeline_tag
+from flows.results import log_results, publish_prefect, publish_stage_runs
 from flows.services import prefect_api
 from seed_core.config import load_config, project_root
 from seed_core.tracking import open_run, tracking_uri
@@ -63,13 +68,28 @@ def final_metrics(root: Path, data_dir: str) -> dict[str, float]:
     return out
 
 
+@dataclass
+class PipelineRun:
+    """What a pipeline run leaves: the parent run's metrics and where to look at it."""
+
+    metrics: dict[str, float]
+    mlflow_run_id: str | None = None
+    mlflow_experiment_id: str | None = None
+    prefect_flow_run_id: str | None = None
+    prefect_api_url: str | None = None
+    links: dict[str, str] = field(default_factory=dict)
+
+
 def run_pipeline(preset: Path | None = None, overrides: dict[str, Any] | None = None, name: str | None = None,
                  experiment: bool = False, tags: dict[str, Any] | None = None, targets: tuple[str, ...] = (),
                  run_name: str = "pipeline", summary: Callable[[Path, Any], dict[str, float]] | None = None,
-                 artifacts: tuple[str, ...] = ("params.yaml", "dvc.lock", "reports/table.md")) -> dict[str, float]:
+                 artifacts: tuple[str, ...] = ("params.yaml", "dvc.lock", "reports/table.md"),
+                 reports: str | None = "reports") -> PipelineRun:
     """Validate the config (a bad preset or override stops here), then run DVC (``targets``: default the
     root pipeline) under a parent run named ``run_name`` that gets ``summary(root, cfg)`` (default: every
-    method's final metrics) and the ``artifacts`` (paths relative to the project)."""
+    method's final metrics), the ``artifacts`` (paths relative to the project) and, from ``reports``, the
+    results table, curves and headline metrics (``flows.results``; also as Prefect artifacts when this
+    runs inside a flow run)."""
     overrides = overrides or {}
     root = project_root()
     params = root / "params.yaml"
@@ -80,15 +100,69 @@ def run_pipeline(preset: Path | None = None, overrides: dict[str, Any] | None = 
         if preset is not None:
             params.write_text(Path(preset).read_text())
         run_tags = {"stage": run_name, "dvc.command": " ".join(cmd), **(tags or {})}
+        if flow_run.id:
+            run_tags["prefect.flow_run_id"] = flow_run.id
+            add_flow_run_tags(flow_run.id, [pipeline_tag(flow_run.id)])
         with open_run(cfg, run_name, tags=run_tags) as parent, prefect_api() as api_url:
             env = {**stage_env(parent.run_id), "PREFECT_API_URL": api_url}
-            subprocess.run(cmd, cwd=root, env=env, check=True)
+            if flow_run.id:
+                env[PIPELINE_FLOW_RUN_VAR] = flow_run.id
+            try:
+                subprocess.run(cmd, cwd=root, env=env, check=True)
+            finally:
+                if flow_run.id:  # also after a failed stage: the link to its logs matters most then
+                    publish_stage_runs(pipeline_tag(flow_run.id))
             metrics = (summary or (lambda r, c: final_metrics(r, c.project.data_dir)))(root, cfg)
             parent.log_metrics(metrics)
+            if reports:
+                metrics |= log_results(parent, root / reports)
             for path in (root / a for a in artifacts):
                 if path.is_file():
                     parent.log_artifact(path)
+            run = PipelineRun(metrics, parent.run_id, experiment_id(parent), flow_run.id, api_url)
+            run.links = ui_links(run)
+            if flow_run.id and reports and (root / reports / "table.md").is_file():
+                publish_prefect(root / reports, run.links)
     finally:
         if cmd[1] == "exp":
             params.write_text(original)
-    return metrics
+    return run
+
+
+def experiment_id(tracker: Any) -> str | None:
+    """The MLflow experiment of an open run (None without tracking)."""
+    client = getattr(tracker, "client", None)
+    return client.get_run(tracker.run_id).info.experiment_id if client and tracker.run_id else None
+
+
+def ui_links(run: PipelineRun) -> dict[str, str]:
+    """``MLflow run`` / ``Prefect flow run`` URLs for the servers that are up (``seed ui``'s, or the
+    http tracking URI); the Prefect link is to ``seed ui``'s server, which serves the same database as a
+    temporary one (``flows.services.prefect_home``)."""
+    from flows import results, services
+
+    links: dict[str, str] = {}
+    base = results.mlflow_ui()
+    if base and run.mlflow_run_id and run.mlflow_experiment_id:
+        links["MLflow run"] = results.mlflow_run_url(base, run.mlflow_experiment_id, run.mlflow_run_id)
+    prefect_base = services.ui_url("prefect")
+    if prefect_base and run.prefect_flow_run_id:
+        links["Prefect flow run"] = results.prefect_flow_run_url(f"{prefect_base}/api", run.prefect_flow_run_id)
+    return links
+
+
+@flow(name="seed-pipeline", log_prints=True)
+def pipeline_run_flow(preset: Path | None = None, overrides: dict[str, Any] | None = None,
+                      name: str | None = None) -> PipelineRun:
+    """``seed run``: ``run_pipeline`` as one Prefect flow run (the stage flow runs are grouped under it)."""
+    return run_pipeline(preset, overrides or {}, name)
+
+
+def run_in_flow(preset: Path | None = None, overrides: dict[str, Any] | None = None,
+                name: str | None = None) -> PipelineRun:
+    """``pipeline_run_flow`` against ``prefect_api()`` (``seed ui``'s server, else a temporary one on the
+    project's database), so the pipeline run and its stages stay in the Prefect history."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with prefect_api() as url, temporary_settings({PREFECT_API_URL: url}):
+        return pipeline_run_flow(preset, overrides or {}, name)

@@ -15,11 +15,12 @@ from prefect.runtime import flow_run
 
 from flows.annotate import annotate_flow
 from flows.collect import collect_flow
-from flows.common import EVAL_METHODS, RL_ALGORITHMS, parse_args
+from flows.common import EVAL_METHODS, RL_ALGORITHMS, parse_args, stage_paths
 from flows.evaluate import evaluate_flow
 from flows.generate_alfworld import generate_alfworld_flow
 from flows.prepare_model import prepare_model_flow
 from flows.report import report_flow
+from flows.results import log_results
 from flows.rl import rl_flow
 from flows.sft import sft_flow
 from seed_core.config import load_config
@@ -39,7 +40,7 @@ def pipeline_flow(params_path: Path = Path("params.yaml")) -> dict[str, float]:
         for method in EVAL_METHODS:
             evaluate_flow(params_path, method, parent_run_id=parent.run_id)
         metrics = report_flow(params_path, parent_run_id=parent.run_id)
-        parent.log_metrics(metrics)
+        log_results(parent, stage_paths(cfg).reports)  # the table, curves and headline metrics
         parent.log_artifact(params_path)
     return metrics
 

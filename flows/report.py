@@ -1,4 +1,5 @@
-"""DVC stage ``report``: tables (``reports/table.md``, ``table.csv``) and learning curves (PNG)."""
+"""DVC stage ``report``: tables (``reports/table.md``, ``table.csv``) and learning curves (PNG), published
+where users look: MLflow (``log_table``, ``log_figure``) and keyed Prefect artifacts (``flows.results``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 
 from flows.common import EVAL_METHODS, RL_ALGORITHMS, parse_args, stage_paths, stage_run
+from flows.results import publish_prefect
 from seed_core.config import load_config
 from tasks.report import report
 
@@ -19,9 +21,10 @@ def report_flow(params_path: Path = Path("params.yaml"), parent_run_id: str | No
     rl_dirs = {a: paths.rl(a) for a in RL_ALGORITHMS}
     inputs = [d / "episodes.parquet" for d in eval_dirs.values()] + [d / "curve.csv" for d in rl_dirs.values()]
     with stage_run(cfg, "report", "report", inputs, parent_run_id) as tracker:
-        metrics = report(eval_dirs, rl_dirs, paths.reports, cfg)
+        metrics = report(eval_dirs, rl_dirs, paths.reports, cfg, tracker)
         tracker.log_metrics(metrics)
         tracker.log_artifact(paths.reports)
+    publish_prefect(paths.reports)
     get_run_logger().info("\n%s", (paths.reports / "table.md").read_text())
     return metrics
 

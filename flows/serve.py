@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow
-from prefect.runtime import flow_run
 
 from flows.launch import run_pipeline
 
@@ -29,8 +28,7 @@ def seed_pipeline(preset: str = "params.yaml", overrides: dict[str, Any] | None 
         experiment_name: DVC experiment name (empty: DVC picks one).
     """
     chosen = None if preset == "params.yaml" else Path(preset)
-    return run_pipeline(chosen, overrides or {}, experiment_name or None, experiment=True,
-                        tags={"prefect.flow_run_id": flow_run.id or ""})
+    return run_pipeline(chosen, overrides or {}, experiment_name or None, experiment=True).metrics
 
 
 def main() -> None:

@@ -42,6 +42,60 @@ def server_commands(prefect_port: int, mlflow_port: int) -> dict[str, tuple[list
             "mlflow": (mlflow, f"{mlflow_url}/health", mlflow_url)}
 
 
+DEFAULT_PORTS = {"prefect": 4200, "mlflow": 5000}
+"""The ports ``seed ui`` uses unless told otherwise."""
+
+
+def record_url(name: str, url: str) -> None:
+    """Remember where ``seed ui`` serves ``name`` (``.tmp/ui/<name>.url``), for ``ui_url``."""
+    (ui_dir() / f"{name}.url").write_text(url)
+
+
+def ui_url(name: str) -> str | None:
+    """Base URL of ``seed ui``'s ``name`` server (``prefect`` / ``mlflow``) if it answers, else None: the
+    recorded URL, then the default port."""
+    recorded = ui_dir() / f"{name}.url"
+    candidates = [recorded.read_text().strip()] if recorded.is_file() else []
+    candidates.append(f"http://127.0.0.1:{DEFAULT_PORTS[name]}")
+    suffix = "/api/health" if name == "prefect" else "/health"
+    return next((url for url in dict.fromkeys(candidates) if healthy(url + suffix)), None)
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a server could bind ``host:port`` now."""
+    with socket.socket() as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def start_all(servers: dict[str, tuple[list[str], str, str]]) -> dict[str, int | str]:
+    """Start every server that is not already up (healthy at its health URL), or none: a port held by
+    something else is a ``RuntimeError`` naming it before anything starts, and a server that fails to
+    start stops the ones started before it. Returns name -> PID (``already running`` for a live one)."""
+    out: dict[str, int | str] = {}
+    for name, (command, health, url) in servers.items():
+        if healthy(health):
+            out[name] = "already running"
+        elif not port_free(port := int(url.rsplit(":", 1)[1])):
+            raise RuntimeError(f"port {port} on 127.0.0.1 is in use by another program, so the {name} UI cannot "
+                               f"start there; free it or pick another port (seed ui --{name}-port N)")
+    started: list[tuple[str, subprocess.Popen[bytes]]] = []
+    try:
+        for name, (command, health, url) in servers.items():
+            if name not in out:
+                started.append((name, start(name, command, health)))
+                out[name] = started[-1][1].pid
+                record_url(name, url)
+    except BaseException:
+        for name, proc in reversed(started):
+            stop(name, proc)
+        raise
+    return out
+
+
 def healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
@@ -55,7 +109,7 @@ def start(name: str, command: list[str], health_url: str, timeout_s: float = 120
     log = open(ui_dir() / f"{name}.log", "ab")
     # MLflow's server otherwise forks 7 job consumers (~280 MB each) for GenAI jobs seed never uses.
     env = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **os.environ, "DO_NOT_TRACK": "true",
-           "MLFLOW_DISABLE_TELEMETRY": "true"}
+           "MLFLOW_DISABLE_TELEMETRY": "true", "PREFECT_HOME": str(prefect_home())}
     proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     (ui_dir() / f"{name}.pid").write_text(str(proc.pid))
     deadline = time.monotonic() + timeout_s
@@ -70,6 +124,8 @@ def start(name: str, command: list[str], health_url: str, timeout_s: float = 120
 def _alive(pgid: int, proc: subprocess.Popen[bytes] | None) -> bool:
     if proc is not None:
         return proc.poll() is None  # also reaps our own child, so it does not linger as a zombie
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pgid, os.WNOHANG)  # our own child without its Popen: reap it, a zombie looks alive
     try:
         os.killpg(pgid, 0)
         return True
@@ -97,15 +153,45 @@ def stop(name: str, proc: subprocess.Popen[bytes] | None = None, timeout_s: floa
     return pid
 
 
+def prefect_home() -> Path:
+    """$PREFECT_HOME, else the project's ``.prefect/``: the database ``seed ui`` serves and temporary
+    servers of ``seed run`` / ``dvc repro`` record into, so their history outlives them."""
+    return Path(os.environ.get("PREFECT_HOME") or project_root() / ".prefect")
+
+
+def use_project_prefect() -> str:
+    """For a process about to import Prefect without ``$PREFECT_API_URL``: report to ``seed ui``'s server
+    when it is up, else to a temporary server on the project's database (``prefect_home``). Returns
+    the API URL or the database directory used."""
+    url = ui_url("prefect")
+    if url:
+        os.environ["PREFECT_API_URL"] = f"{url}/api"
+        return os.environ["PREFECT_API_URL"]
+    os.environ["PREFECT_HOME"] = str(prefect_home())
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    return os.environ["PREFECT_HOME"]
+
+
+def configured_prefect_api() -> str | None:
+    """$PREFECT_API_URL, or the API URL of the active Prefect settings (a ``temporary_settings`` block)."""
+    url = endpoint_env("PREFECT_API_URL")
+    if url or "prefect" not in sys.modules:
+        return url
+    from prefect.settings import PREFECT_API_URL
+
+    return PREFECT_API_URL.value() or None
+
+
 @contextlib.contextmanager
 def prefect_api() -> Iterator[str]:
-    """$PREFECT_API_URL, else one temporary Prefect server for the duration of a pipeline run.
+    """The Prefect API for a pipeline run: the configured one ($PREFECT_API_URL), else ``seed ui``'s
+    server, else one temporary server on the project's database (``prefect_home``) for the run.
 
     Without a server every stage process would start its own temporary one (~10 s each, and
     concurrent first starts race on the database: stack-notes pitfall 6). The runs stay in
-    $PREFECT_HOME's database, so ``seed ui`` shows them later.
+    the project's database, so ``seed ui`` shows them later.
     """
-    url = endpoint_env("PREFECT_API_URL")
+    url = configured_prefect_api() or (f"{ui_url('prefect')}/api" if ui_url("prefect") else None)
     if url:
         yield url
         return

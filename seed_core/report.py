@@ -31,6 +31,7 @@ import pandas as pd  # noqa: E402
 
 from seed_core.config import SeedConfig  # noqa: E402
 from seed_core.io import DataFileError, atomic_write_text, read_frame  # noqa: E402
+from seed_core.tracking import NullTracker, Tracker  # noqa: E402
 from seed_core.types import EvalRecord  # noqa: E402
 
 METHOD_ORDER = ("vanilla", "sft", "skill_prompt", "grpo", "grpo_opsd", "sdar", "opid", "seed_static", "seed")
@@ -138,15 +139,17 @@ def load_curves(rl_dirs: dict[str, Path]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["method", "round"])
 
 
-def plot_curves(curves: pd.DataFrame, out_dir: Path) -> list[Path]:
+def plot_curves(curves: pd.DataFrame, out_dir: Path, tracker: Tracker | None = None) -> list[Path]:
     """``curve_success.png`` (success per round) and ``curve_losses.png`` (one panel per loss column);
-    both are always written (empty axes without RL curves) so DVC can declare them as outputs."""
+    both are always written (empty axes without RL curves) so DVC can declare them as outputs. Each
+    figure also goes to ``tracker.log_figure`` as ``curves/<name>.png``."""
     losses = [c for c in LOSS_COLUMNS if c in curves.columns and curves[c].notna().any()] or ["rl/pg_loss"]
-    return [_plot(curves, [SUCCESS_COLUMN], out_dir / "curve_success.png"),
-            _plot(curves, losses, out_dir / "curve_losses.png")]
+    tracker = tracker or NullTracker()
+    return [_plot(curves, [SUCCESS_COLUMN], out_dir / "curve_success.png", tracker),
+            _plot(curves, losses, out_dir / "curve_losses.png", tracker)]
 
 
-def _plot(curves: pd.DataFrame, columns: list[str], path: Path) -> Path:
+def _plot(curves: pd.DataFrame, columns: list[str], path: Path, tracker: Tracker) -> Path:
     from matplotlib.ticker import MaxNLocator
 
     colors = {m: f"C{i}" for i, m in enumerate(dict.fromkeys(curves["method"]))}  # one colour per method
@@ -169,20 +172,34 @@ def _plot(curves: pd.DataFrame, columns: list[str], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp.png")
     fig.savefig(tmp, dpi=100)
+    tracker.log_figure(fig, f"curves/{path.name}")
     plt.close(fig)
     tmp.replace(path)
     return path
 
 
+TABLE_ARTIFACT = "results/table.json"
+"""Where the long table goes in MLflow (``log_table``): on the report stage's run and on the pipeline run."""
+
+
 def run_report(eval_dirs: dict[str, Path], rl_dirs: dict[str, Path], out_dir: Path,
-               cfg: SeedConfig) -> dict[str, float]:
-    """Write table.csv, table.md and the curve PNGs; return ``<method>/<env>/<split>/success_rate`` and, where
-    the episodes carry a task score, ``<method>/<env>/<split>/score``."""
+               cfg: SeedConfig, tracker: Tracker | None = None) -> dict[str, float]:
+    """Write table.csv, table.md and the curve PNGs (also to ``tracker``: the table with ``log_table``,
+    the curves with ``log_figure``); return the ``headline_metrics`` of the table."""
     out_dir = Path(out_dir)
+    tracker = tracker or NullTracker()
     table = summarize(load_episodes(eval_dirs))
     atomic_write_text(out_dir / "table.csv", table.to_csv(index=False, float_format="%.4f"))
     atomic_write_text(out_dir / "table.md", render_markdown(table, cfg))
-    plot_curves(load_curves(rl_dirs), out_dir)
+    tracker.log_table(table, TABLE_ARTIFACT)
+    plot_curves(load_curves(rl_dirs), out_dir, tracker)
+    return headline_metrics(table)
+
+
+def headline_metrics(table: pd.DataFrame) -> dict[str, float]:
+    """``<method>/<env>/<split>/success_rate`` (the table's Avg / Succ column) and, where the episodes carry a
+    task score, ``<method>/<env>/<split>/score``, from the ``task_type == "all"`` rows (also of a re-read
+    ``table.csv``)."""
     metrics: dict[str, float] = {}
     for r in table[table["task_type"] == "all"].itertuples():
         metrics[f"{r.method}/{r.env}/{r.split}/success_rate"] = float(r.success_rate)

@@ -33,6 +33,10 @@ class Tracker(Protocol):
 
     def log_artifact(self, path: str | Path) -> None: ...
 
+    def log_table(self, table: Any, artifact_file: str) -> None: ...
+
+    def log_figure(self, figure: Any, artifact_file: str) -> None: ...
+
 
 class NullTracker:
     """Discards everything (but keeps the last metrics, handy in tests)."""
@@ -51,11 +55,24 @@ class NullTracker:
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         pass
 
+    def log_table(self, table: Any, artifact_file: str) -> None:
+        pass
+
+    def log_figure(self, figure: Any, artifact_file: str) -> None:
+        pass
+
     def set_tags(self, tags: dict[str, Any]) -> None:
         pass
 
-    def register_checkpoint(self, checkpoint: Path, name: str) -> str:
+    def register_checkpoint(self, checkpoint: Path, name: str, tags: dict[str, Any] | None = None) -> str:
         return ""
+
+    def log_data_inputs(self, md5s: dict[str, str], root: Path | None = None) -> None:
+        pass
+
+    def record_evaluation(self, name: str, metrics: dict[str, float], md5: str | None = None,
+                          metric: str = "eval/success_rate") -> str | None:
+        return None
 
 
 def tracking_uri() -> str:
@@ -88,7 +105,12 @@ def git_commit(root: Path | None = None) -> str:
 
 
 def dvc_lock_hashes(inputs: list[Path], root: Path | None = None) -> dict[str, str]:
-    """``dvc.dep.<path>`` -> md5 recorded in ``dvc.lock`` for each input that an upstream stage produced.
+    """``dvc.dep.<path>`` -> md5 recorded in ``dvc.lock`` for each input that an upstream stage produced."""
+    return {f"dvc.dep.{rel}": md5 for rel, md5 in dvc_lock_md5s(inputs, root).items()}
+
+
+def dvc_lock_md5s(inputs: list[Path], root: Path | None = None) -> dict[str, str]:
+    """Project-relative path -> md5 recorded in ``dvc.lock`` for each input that an upstream stage produced.
 
     DVC rewrites the lock after each stage, so an upstream output's hash is current when a downstream
     stage runs (stack-notes §5.2). Inputs DVC has not recorded (in-process runs) are left out.
@@ -102,7 +124,7 @@ def dvc_lock_hashes(inputs: list[Path], root: Path | None = None) -> dict[str, s
         for out in stage.get("outs", []):
             recorded[out["path"]] = str(out.get("md5", ""))
     rels = [Path(os.path.relpath(Path(p).resolve(), root.resolve())).as_posix() for p in inputs]
-    return {f"dvc.dep.{rel}": recorded[rel] for rel in rels if rel in recorded}
+    return {rel: recorded[rel] for rel in rels if rel in recorded}
 
 
 class MlflowTracker:
@@ -144,11 +166,37 @@ class MlflowTracker:
         else:
             self.client.log_artifact(self.run_id, str(path), artifact_path)
 
-    def register_checkpoint(self, checkpoint: Path, name: str) -> str:
-        """Log an HF checkpoint dir as run artifacts and register it as a new version of model ``name``.
+    def log_table(self, table: Any, artifact_file: str) -> None:
+        """A pandas DataFrame as an MLflow table artifact (``*.json``: the run's Artifacts view and the
+        Evaluation/compare views render it as a table)."""
+        self.client.log_table(self.run_id, table, artifact_file)
+
+    def log_figure(self, figure: Any, artifact_file: str) -> None:
+        """A matplotlib figure as an image artifact (``*.png``), shown inline in the run's Artifacts view."""
+        self.client.log_figure(self.run_id, figure, artifact_file)
+
+    def log_data_inputs(self, md5s: dict[str, str], root: Path | None = None) -> None:
+        """The stage's input data as MLflow dataset inputs (the run's Inputs / Datasets used): one per
+        DVC-tracked path, its digest the md5 DVC recorded, so runs on identical data share a dataset."""
+        from mlflow.data.meta_dataset import MetaDataset
+        from mlflow.data.sources import LocalArtifactDatasetSource
+        from mlflow.entities import DatasetInput, InputTag
+
+        root = root or project_root()
+        datasets = [DatasetInput(MetaDataset(LocalArtifactDatasetSource(str(root / rel)), name=rel,
+                                             digest=md5[:36])._to_mlflow_entity(),
+                                 tags=[InputTag("mlflow.data.context", "input"), InputTag("dvc.md5", md5)])
+                    for rel, md5 in md5s.items()]
+        if datasets:
+            self.client.log_inputs(self.run_id, datasets=datasets)
+
+    def register_checkpoint(self, checkpoint: Path, name: str, tags: dict[str, Any] | None = None) -> str:
+        """Log an HF checkpoint dir as run artifacts, register it as a new version of model ``name`` with
+        ``tags`` (algorithm, env, seed) on the version and the model, and point the ``newest`` alias at it
+        (MLflow reserves the alias ``latest``: ``models:/<name>/latest`` is its built-in equivalent).
 
         A plain artifact round-trips exactly and needs no flavor (the transformers flavor wants
-        torchvision offline, pitfall 11); load it with ``download_artifacts("models:/<name>/<v>")``.
+        torchvision offline, pitfall 11); load it with ``download_artifacts("models:/<name>@newest")``.
         """
         from mlflow.exceptions import MlflowException
 
@@ -156,9 +204,52 @@ class MlflowTracker:
         with contextlib.suppress(MlflowException):
             self.client.create_registered_model(name)
         source = f"{self.client.get_run(self.run_id).info.artifact_uri}/checkpoint"
-        version = self.client.create_model_version(name, source=source, run_id=self.run_id)
+        version = str(self.client.create_model_version(name, source=source, run_id=self.run_id,
+                                                       tags=redact(tags or {})).version)
+        for key, value in redact(tags or {}).items():
+            self.client.set_registered_model_tag(name, key, value)
+        self.client.set_registered_model_alias(name, NEWEST, version)
+        return version
+
+    def record_evaluation(self, name: str, metrics: dict[str, float], md5: str | None = None,
+                          metric: str = "eval/success_rate") -> str | None:
+        """Tag the evaluated version of model ``name`` (its ``newest``) with ``metric`` and move the
+        ``best-<metric name>`` alias to it when it beats the current best. Returns the version (None:
+        no such model, no metric, or ``newest`` is a different checkpoint than the DVC ``md5`` evaluated).
+
+        The first evaluation with a DVC hash claims the version (tag ``dvc.md5``); a later one with
+        another hash (an RL stage restored from DVC's cache while another run registered since) is not
+        recorded on it.
+        """
+        from mlflow.exceptions import MlflowException
+
+        if metric not in metrics:
+            return None
+        try:
+            version = self.client.get_model_version_by_alias(name, NEWEST)
+        except MlflowException:
+            return None
+        claimed = version.tags.get("dvc.md5")
+        if md5 and claimed and claimed != md5:
+            return None
+        if md5 and not claimed:
+            self.client.set_model_version_tag(name, version.version, "dvc.md5", md5)
+        value = float(metrics[metric])
+        self.client.set_model_version_tag(name, version.version, metric, str(value))
+        self.client.set_model_version_tag(name, version.version, "eval_run_id", self.run_id)
+        alias = f"best-{metric.rsplit('/', 1)[-1]}"
+        try:
+            best = self.client.get_model_version_by_alias(name, alias)
+            best_value = float(best.tags.get(metric, "-inf"))
+        except MlflowException:
+            best, best_value = None, float("-inf")
+        if best is None or best.version == version.version or value > best_value:
+            self.client.set_registered_model_alias(name, alias, version.version)
         return str(version.version)
 
+
+NEWEST = "newest"
+"""Alias of the most recently registered version of a model (MLflow reserves ``latest``)."""
 
 RunTracker = MlflowTracker | NullTracker
 """What ``open_run`` yields: a Tracker that can also tag runs and register checkpoints."""
@@ -183,8 +274,10 @@ def _client_and_experiment(name: str) -> tuple[Any, str]:
 
 @contextlib.contextmanager
 def open_run(cfg: SeedConfig, name: str, *, parent_run_id: str | None = None, prefix: str = "",
-             tags: dict[str, Any] | None = None, log_config: bool = True) -> Iterator[RunTracker]:
-    """Open one MLflow run (child of ``parent_run_id`` when given) and close it FINISHED or FAILED.
+             tags: dict[str, Any] | None = None, log_config: bool = True,
+             system_metrics: bool = False) -> Iterator[RunTracker]:
+    """Open one MLflow run (child of ``parent_run_id`` when given) and close it FINISHED or FAILED;
+    ``system_metrics``: sample CPU, memory, disk, network (and GPU) into ``system/...`` while it is open.
 
     Yields a ``NullTracker`` when ``cfg.tracking.enabled`` is false.
     """
@@ -197,6 +290,7 @@ def open_run(cfg: SeedConfig, name: str, *, parent_run_id: str | None = None, pr
         run_tags["mlflow.parentRunId"] = parent_run_id
     run = client.create_run(experiment_id, run_name=name, tags=redact(run_tags))
     tracker = MlflowTracker(client, run.info.run_id, prefix)
+    monitor = SystemMetrics(run.info.run_id, tracking_uri()) if system_metrics else None
     status = "FAILED"
     try:
         if log_config:
@@ -205,7 +299,35 @@ def open_run(cfg: SeedConfig, name: str, *, parent_run_id: str | None = None, pr
         yield tracker
         status = "FINISHED"
     finally:
+        if monitor is not None:
+            monitor.finish()
         client.set_terminated(run.info.run_id, status=status)
+
+
+SYSTEM_METRICS_INTERVAL_S = 10.0
+"""Seconds between system-metric samples (MLflow's default; $MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL wins)."""
+
+
+def SystemMetrics(run_id: str, uri: str) -> Any:  # noqa: N802 (a class made on first use: mlflow is lazy here)
+    """MLflow's ``SystemMetricsMonitor`` (psutil; GPU via pynvml when present), started on ``run_id``, whose
+    ``finish`` also logs the samples taken since the last logged step, so a stage shorter than the
+    sampling interval still gets one point."""
+    from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+    class _Monitor(SystemMetricsMonitor):
+        def finish(self) -> None:
+            if self._process is None:
+                return
+            self._shutdown_event.set()
+            self._process.join()
+            self._process = None
+            if any(monitor._metrics for monitor in self.monitors):
+                self.publish_metrics(self.aggregate_metrics())
+            self.mlflow_logger.flush()
+
+    monitor = _Monitor(run_id, sampling_interval=SYSTEM_METRICS_INTERVAL_S, tracking_uri=uri)
+    monitor.start()
+    return monitor
 
 
 def config_hash(cfg: SeedConfig) -> str:

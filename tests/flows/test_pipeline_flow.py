@@ -85,6 +85,17 @@ def test_mlflow_params_tags_and_metrics(runs: dict[str, Any]) -> None:
     assert "eval/success_rate" in by_name["eval-seed"].data.metrics
     assert by_name["eval-seed"].data.tags["method"] == "seed"
     assert "grpo/sokoban/test/success_rate" in runs["parent"].data.metrics
+    assert "system/cpu_utilization_percentage" in sft.data.metrics  # system metrics on stage runs
+    assert {f.path for f in client.list_artifacts(runs["parent"].info.run_id, "results")} == {"results/table.json"}
+    assert len(client.list_artifacts(runs["parent"].info.run_id, "curves")) == 2
+
+
+def test_the_report_stage_published_the_table_as_a_prefect_artifact(pipeline: dict[str, Any]) -> None:
+    from prefect.artifacts import Artifact
+
+    from flows.results import RESULTS_KEY
+
+    assert Artifact.get(RESULTS_KEY).data == (pipeline["root"] / "reports" / "table.md").read_text()
 
 
 def test_final_checkpoints_are_registered_models(runs: dict[str, Any], tmp_path: Path) -> None:
@@ -96,6 +107,11 @@ def test_final_checkpoints_are_registered_models(runs: dict[str, Any], tmp_path:
     local = mlflow.artifacts.download_artifacts("models:/seed-sokoban-seed/1", dst_path=str(tmp_path),
                                                 tracking_uri=client.tracking_uri)
     assert (Path(local) / "config.json").is_file() and (Path(local) / "model.safetensors").is_file()
+    version = client.get_model_version_by_alias("seed-sokoban-seed", "newest")
+    assert {k: version.tags[k] for k in ("algorithm", "env", "seed")} == {"algorithm": "seed", "env": "sokoban",
+                                                                          "seed": "0"}
+    best = client.get_model_version_by_alias("seed-sokoban-seed", "best-success_rate")  # set by evaluate@seed
+    assert best.version == version.version and "eval/success_rate" in best.tags
 
 
 def test_rl_flow_resumes_after_the_last_finished_round_and_restarts_on_a_new_config(

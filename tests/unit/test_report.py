@@ -90,6 +90,32 @@ def test_run_report_writes_table_and_curves(run_dirs, tmp_path: Path) -> None:
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
 
 
+def test_run_report_logs_the_table_and_both_curves_to_mlflow(run_dirs, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real sqlite store: the table is an MLflow table artifact (load_table), the curves PNG images."""
+    import mlflow
+
+    from seed_core import tracking
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    cfg = SeedConfig().with_overrides({"tracking.experiment": "report-unit"})
+    with tracking.open_run(cfg, "report", log_config=False) as tracker:
+        metrics = run_report(run_dirs[0], run_dirs[1], tmp_path / "reports", cfg, tracker)
+    client = mlflow.MlflowClient(uri)
+    names = {f.path for f in client.list_artifacts(tracker.run_id, "curves")}
+    assert names == {"curves/curve_success.png", "curves/curve_losses.png"}
+    png = mlflow.artifacts.download_artifacts(run_id=tracker.run_id, artifact_path="curves/curve_success.png",
+                                              dst_path=str(tmp_path / "dl"), tracking_uri=uri)
+    assert Path(png).read_bytes()[:4] == b"\x89PNG"
+    experiment = client.get_run(tracker.run_id).info.experiment_id
+    table = client.load_table(experiment, "results/table.json", run_ids=[tracker.run_id])
+    overall = table[table["task_type"] == "all"].set_index("method")["success_rate"]
+    assert overall.to_dict() == pytest.approx({"grpo": 1 / 3, "seed": 1.0})
+    assert metrics["seed/alfworld/valid_seen/success_rate"] == 1.0
+    tracking._client.cache_clear()
+
+
 def test_run_report_without_rl_curves_still_writes_both_plots(run_dirs, tmp_path: Path) -> None:
     out = tmp_path / "reports"
     run_report({"grpo": run_dirs[0]["grpo"]}, {}, out, SeedConfig())

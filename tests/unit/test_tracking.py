@@ -79,3 +79,87 @@ def test_runs_params_metrics_status_and_registered_checkpoint(monkeypatch: pytes
     local = mlflow.artifacts.download_artifacts("models:/seed-unit/1", dst_path=str(tmp_path / "dl"), tracking_uri=uri)
     assert (Path(local) / "config.json").is_file()
     tracking._client.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def store_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One sqlite store for the tests below (creating one costs seconds); each uses its own experiment."""
+    return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+
+
+@pytest.fixture
+def store(store_uri: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store_uri)
+    yield store_uri
+    tracking._client.cache_clear()
+
+
+def test_stage_runs_get_system_metrics_even_when_shorter_than_the_interval(store: str) -> None:
+    import mlflow
+
+    cfg = SeedConfig().with_overrides({"tracking.experiment": "sysmetrics"})
+    with open_run(cfg, "stage", log_config=False, system_metrics=True) as stage:
+        pass
+    with open_run(cfg, "round", log_config=False) as plain:
+        pass
+    client = mlflow.MlflowClient(store)
+    metrics = client.get_run(stage.run_id).data.metrics
+    assert {"system/cpu_utilization_percentage", "system/system_memory_usage_megabytes"} <= set(metrics)
+    assert 0 < metrics["system/system_memory_usage_megabytes"]
+    assert not any(k.startswith("system/") for k in client.get_run(plain.run_id).data.metrics)
+
+
+def test_dvc_inputs_become_mlflow_datasets_with_the_dvc_md5(store: str, tmp_path: Path) -> None:
+    import mlflow
+
+    cfg = SeedConfig().with_overrides({"tracking.experiment": "inputs"})
+    md5s = {"data/sft/checkpoint": "0123456789abcdef0123456789abcdef.dir", "data/collect/x.parquet": "f" * 32}
+    with open_run(cfg, "a", log_config=False) as first:
+        first.log_data_inputs(md5s, root=tmp_path)
+    with open_run(cfg, "b", log_config=False) as second:
+        second.log_data_inputs({"data/collect/x.parquet": "f" * 32}, root=tmp_path)
+    client = mlflow.MlflowClient(store)
+    inputs = client.get_run(first.run_id).inputs.dataset_inputs
+    got = {d.dataset.name: (d.dataset.digest, {t.key: t.value for t in d.tags}) for d in inputs}
+    assert got == {rel: (md5, {"mlflow.data.context": "input", "dvc.md5": md5}) for rel, md5 in md5s.items()}
+    assert all(d.dataset.source_type == "local" for d in inputs)
+    assert any(str(tmp_path / "data/collect/x.parquet") in d.dataset.source for d in inputs)
+    shared = client.get_run(second.run_id).inputs.dataset_inputs[0].dataset
+    assert (shared.name, shared.digest) == ("data/collect/x.parquet", "f" * 32)
+
+
+def test_registered_checkpoints_get_tags_newest_and_best_aliases(store: str, tmp_path: Path) -> None:
+    import mlflow
+
+    cfg = SeedConfig().with_overrides({"tracking.experiment": "registry"})
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text("{}")
+    tags = {"algorithm": "seed", "env": "sokoban", "seed": 3}
+    name = "seed-sokoban-seed"
+
+    def train_and_eval(success: float, md5: str) -> tuple[str, str | None]:
+        with open_run(cfg, "rl", log_config=False) as rl:
+            version = rl.register_checkpoint(ckpt, name, tags)
+        with open_run(cfg, "eval", log_config=False) as ev:
+            return version, ev.record_evaluation(name, {"eval/success_rate": success}, md5)
+
+    client = mlflow.MlflowClient(store)
+    assert train_and_eval(0.5, "a" * 32) == ("1", "1")
+    assert train_and_eval(0.25, "b" * 32) == ("2", "2")  # worse: best stays on version 1
+    assert str(client.get_model_version_by_alias(name, "newest").version) == "2"
+    assert str(client.get_model_version_by_alias(name, "best-success_rate").version) == "1"
+    assert train_and_eval(0.75, "c" * 32) == ("3", "3")
+    assert str(client.get_model_version_by_alias(name, "best-success_rate").version) == "3"
+    v3 = client.get_model_version(name, "3")
+    assert {k: v3.tags[k] for k in ("algorithm", "env", "seed", "eval/success_rate", "dvc.md5")} == {
+        "algorithm": "seed", "env": "sokoban", "seed": "3", "eval/success_rate": "0.75", "dvc.md5": "c" * 32}
+    assert client.get_registered_model(name).tags["algorithm"] == "seed"
+    # an evaluation of another checkpoint (its RL stage restored from DVC's cache) does not touch newest
+    with open_run(cfg, "eval", log_config=False) as ev:
+        assert ev.record_evaluation(name, {"eval/success_rate": 1.0}, "a" * 32) is None
+        assert ev.record_evaluation("seed-sokoban-unknown", {"eval/success_rate": 1.0}, None) is None
+    assert str(client.get_model_version_by_alias(name, "best-success_rate").version) == "3"
+    local = mlflow.artifacts.download_artifacts(f"models:/{name}@newest", dst_path=str(tmp_path / "dl"),
+                                                tracking_uri=store)
+    assert (Path(local) / "config.json").is_file()

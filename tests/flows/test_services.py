@@ -1,0 +1,150 @@
+"""flows.services and `seed ui`: a taken port fails fast and starts nothing, a failed start stops what it
+started, and pipeline runs find `seed ui`'s Prefect server or else the project's Prefect database."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from typer.testing import CliRunner
+
+from flows import services
+from seed_core.config import project_root
+
+HEALTH_SERVER = """
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"OK")
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.fixture(autouse=True)
+def ui_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """PID, log and URL files in tmp_path, not the project's .tmp/ui; default ports nobody uses."""
+    monkeypatch.setattr(services, "ui_dir", lambda: tmp_path)
+    monkeypatch.setattr(services, "DEFAULT_PORTS", {"prefect": free_port(), "mlflow": free_port()})
+    return tmp_path
+
+
+@pytest.fixture
+def health_server() -> Iterator[str]:
+    """A stand-in UI server answering 200 on every path (our own process, stopped by PID)."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", HEALTH_SERVER, str(port)])
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while not services.healthy(f"{url}/health"):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    yield url
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_seed_ui_with_a_port_taken_exits_fast_naming_it_and_starts_nothing(ui_dir: Path) -> None:
+    from flows.cli import app
+
+    prefect_port = free_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        mlflow_port = taken.getsockname()[1]
+        start = time.monotonic()
+        result = CliRunner().invoke(app, ["ui", "--prefect-port", str(prefect_port), "--mlflow-port", str(mlflow_port)])
+        seconds = time.monotonic() - start
+    assert result.exit_code == 1 and seconds < 5
+    assert f"port {mlflow_port}" in result.output and "--mlflow-port" in result.output
+    assert "Traceback" not in result.output
+    assert not list(ui_dir.glob("*.pid"))  # nothing was started
+    assert services.port_free(prefect_port)
+
+
+def test_a_failed_start_stops_the_servers_started_before_it(ui_dir: Path) -> None:
+    good, bad = free_port(), free_port()
+    servers = {"prefect": ([sys.executable, "-c", HEALTH_SERVER, str(good)], f"http://127.0.0.1:{good}/api/health",
+                           f"http://127.0.0.1:{good}"),
+               "mlflow": ([sys.executable, "-c", "import sys; sys.exit(3)"], f"http://127.0.0.1:{bad}/health",
+                          f"http://127.0.0.1:{bad}")}
+    with pytest.raises(RuntimeError, match="mlflow server did not become healthy"):
+        services.start_all(servers)
+    assert not list(ui_dir.glob("*.pid"))
+    assert services.port_free(good) and not services.healthy(f"http://127.0.0.1:{good}/api/health")
+
+
+def test_start_all_starts_what_is_down_and_keeps_what_is_up(ui_dir: Path, health_server: str) -> None:
+    port = free_port()
+    servers = {"prefect": (["false"], f"{health_server}/api/health", health_server),
+               "mlflow": ([sys.executable, "-c", HEALTH_SERVER, str(port)], f"http://127.0.0.1:{port}/health",
+                          f"http://127.0.0.1:{port}")}
+    pids = services.start_all(servers)
+    try:
+        assert pids["prefect"] == "already running" and isinstance(pids["mlflow"], int)
+        assert services.ui_url("mlflow") == f"http://127.0.0.1:{port}"  # the recorded URL
+    finally:
+        assert services.stop("mlflow") == pids["mlflow"]
+    assert gone(pids["mlflow"]) and services.ui_url("mlflow") is None
+
+
+def test_pipeline_runs_use_seed_ui_prefect_else_a_temporary_server(monkeypatch: pytest.MonkeyPatch,
+                                                                  health_server: str) -> None:
+    def no_start(*args: object, **kwargs: object) -> None:
+        raise AssertionError("no server may start")
+
+    monkeypatch.setattr(services, "start", no_start)
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    with services.prefect_api() as url:
+        assert url == "http://127.0.0.1:9/api"  # the configured server wins
+    monkeypatch.delenv("PREFECT_API_URL")
+    monkeypatch.setattr(services, "configured_prefect_api", lambda: None)
+    services.record_url("prefect", health_server)
+    with services.prefect_api() as url:
+        assert url == f"{health_server}/api"  # `seed ui`'s server
+
+
+def test_a_dvc_stage_process_reports_to_seed_ui_or_the_project_database(monkeypatch: pytest.MonkeyPatch,
+                                                                        health_server: str) -> None:
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.delenv("PREFECT_HOME", raising=False)
+    assert services.use_project_prefect() == str(project_root() / ".prefect")
+    assert os.environ["PREFECT_HOME"] == str(project_root() / ".prefect")
+    services.record_url("prefect", health_server)
+    assert services.use_project_prefect() == f"{health_server}/api" == os.environ["PREFECT_API_URL"]
+
+
+def test_the_flows_package_sets_prefect_up_before_prefect_is_imported(tmp_path: Path) -> None:
+    """`python -m flows.<stage>` under `dvc repro` (DVC_STAGE set, no PREFECT_API_URL): Prefect's own
+    settings see the project's database, or `seed ui`'s API if one runs on this machine."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
+    code = ("import flows\nfrom prefect.settings import PREFECT_API_URL, PREFECT_HOME\n"
+            "print(PREFECT_HOME.value()); print(PREFECT_API_URL.value())")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**env, "DVC_STAGE": "report", "PYTHONPATH": str(project_root())})
+    home, api = out.stdout.split()
+    assert out.returncode == 0, out.stderr
+    assert home == str(project_root() / ".prefect") or api.endswith("/api")
+    plain = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                           env={**env, "PREFECT_HOME": str(tmp_path), "PYTHONPATH": str(project_root())})
+    assert plain.stdout.split() == [str(tmp_path), "None"]  # outside DVC nothing changes
