@@ -316,6 +316,8 @@ class TestbedConfig(Section):
     """Probability that a pretraining step takes a random action instead of the expert's."""
     skill_fraction: float = Field(default=0.5, ge=0.0, le=1.0)
     """Fraction of pretraining steps also shown with the episode's hindsight skill and the expert action."""
+    analysis_fraction: float = Field(default=0.25, ge=0.0, le=1.0)
+    """Fraction of pretraining episodes also given as an analysis example (analysis prompt -> oracle JSON)."""
     hidden_size: int = Field(default=128, ge=16)
     layers: int = Field(default=4, ge=1)
     vocab_size: int = Field(default=1024, ge=300)

@@ -51,7 +51,9 @@ def prepare_named_model(path: str, out_dir: Path | None = None, cfg: SeedConfig 
     target = Path(out_dir) if out_dir is not None else default_model_dir(path)
     existed = is_complete_model_dir(target)
     model_dir = BUILDERS.get(name)(target, cfg if cfg is not None else SeedConfig())
-    return {"name": name, "path": str(model_dir), "built": not existed, "seconds": time.perf_counter() - start}
+    built = {"name": name, "path": str(model_dir), "built": not existed, "seconds": time.perf_counter() - start}
+    extra = model_dir / "testbed_metrics.json"  # what the testbed was pretrained on, and how far
+    return built | (json.loads(extra.read_text()) if extra.is_file() else {})
 
 
 def run_prepare_model(cfg: SeedConfig, out_dir: Path | None = None) -> dict[str, Any]:

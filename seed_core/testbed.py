@@ -11,11 +11,13 @@ by ``prepare_model`` (model name ``testbed``) from text the environment itself g
   oracle's hindsight skill for that episode inserted by the SEED/OPID rule (``insert_episode_skill``) and
   the *noise-free* expert action as the target, a fraction ``testbed.skill_fraction`` of the steps. A skill
   in context can thus change the actions, as the paper assumes of a real LLM (the teacher context).
-* **analyses** ``(analysis prompt, oracle JSON)`` for every pretraining episode, so the model can write
-  skills about its own trajectories (SEED's self-analyzer) before Stage 1 sharpens that.
+* **analyses** ``(analysis prompt, oracle JSON)`` for a fraction ``testbed.analysis_fraction`` of the
+  episodes, so the model has seen the analysis format before Stage 1 (whose job is to teach it) sharpens it.
+  Analysis prompts hold a whole trajectory and cost ~6x an agent turn, so this fraction sets the budget.
 
 Architecture: Qwen2 (``hidden``, ``layers``, 4 heads / 2 KV heads, tied embeddings) with a byte-level BPE
-tokenizer trained on the same corpus and a ChatML template. Every choice is in the ``testbed`` config
+tokenizer trained on the same corpus (digits kept single, so numbers are copied token for token) and a
+ChatML template. Every choice is in the ``testbed`` config
 section; the corpus uses train-split tasks only, so held-out (test) levels stay unseen.
 """
 
@@ -89,7 +91,9 @@ def build_corpus(cfg: SeedConfig) -> Corpus:
                 skill.append((insert_episode_skill(r.prompt, skills[traj_id]), target))
             if not r.done:
                 env.step(r.action)
-    return Corpus(agent=agent, skill=skill, analysis=sft_examples(notes))
+    analyses = sft_examples(notes)
+    keep = round(tb.analysis_fraction * len(analyses))
+    return Corpus(agent=agent, skill=skill, analysis=rng.sample(analyses, keep) if keep < len(analyses) else analyses)
 
 
 def train_tokenizer(texts: list[str], vocab_size: int) -> Any:
@@ -100,7 +104,10 @@ def train_tokenizer(texts: list[str], vocab_size: int) -> Any:
     from seed_core.models import CHATML_TEMPLATE, TINY_SPECIAL_TOKENS
 
     bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    # every digit its own token, so a number in the observation and the same number in the answer are the
+    # same token (copying it is a pure induction step, not a learned mapping between merged tokens)
+    bpe.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False)])
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=TINY_SPECIAL_TOKENS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)

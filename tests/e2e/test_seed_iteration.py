@@ -39,6 +39,12 @@ def test_one_seed_iteration(env, analyzer_model, tmp_path):
     assert metrics["analysis/parse_ok_rate"] > 0, "self-analysis by the SFT'd policy should parse"
     assert metrics["rl/teacher_coverage"] > 0 and 0 < metrics["rl/gate_mean"] < 1
     assert metrics["rl/optimizer_steps"] >= 1
+    # the mechanism monitors of the issue "does the mechanism bite?", present and finite every round
+    for key in ("analysis/skill_words_mean", "analysis/distinct_skills", "rl/teacher_sample_ratio",
+                "rl/teacher_gap_success", "rl/teacher_gap_failure", "rl/gate_mean", "rl/gate_active_ratio"):
+        assert key in metrics, key
+    assert metrics["analysis/skill_words_mean"] > 0 and metrics["analysis/distinct_skills"] >= 1
+    assert metrics["rl/teacher_tokens_success"] + metrics["rl/teacher_tokens_failure"] > 0
     round_dir = tmp_path / "rl" / "round_000"
     assert (round_dir / "DONE").is_file()
     before = load_file(analyzer_model / "model.safetensors")

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY: dict[str, Any] = {
     "project": {"preset": "tiny-test"},
     "model": {"device": "cpu"},
-    "env": {"max_steps": 2, "history_length": 1},
+    "env": {"name": "sokoban", "max_steps": 2, "history_length": 1},
     "generation": {"max_new_tokens": 8, "batch_size": 8, "max_prompt_tokens": 256},
     "collect": {"num_tasks": 1, "group_size": 2},
     "sft": {"epochs": 1, "batch_size": 2},
