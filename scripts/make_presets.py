@@ -23,6 +23,7 @@ PAPER_COMMON: dict[str, Any] = {
     # fp32 master weights + bf16 autocast under FSDP2 on 8 GPUs; vLLM engines serve bf16
     "model.dtype": "float32", "model.device": "auto", "model.mixed_precision": "bf16",
     "model.gradient_checkpointing": True, "project.accelerate_config": "configs/accelerate/8gpu_fsdp.yaml",
+    "env.ezpoints.prompt": "paper", "sft.batch_size": 4,
     "generation.backend": "vllm", "generation.vllm.dtype": "bfloat16", "generation.vllm.gpu_memory_utilization": 0.4,
     "generation.temperature": 1.0, "generation.eval_temperature": 0.4, "generation.max_new_tokens": 512,
     "generation.batch_size": 64,
@@ -94,6 +95,7 @@ CPU_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
         "default: a real instruct LLM, but at ~80 tokens/s on 2 CPU cores RL does not move it measurably in "
         "20 minutes (README 'The testbed')",
         {"model.path": "smollm2-135m-instruct", "env.name": "sokoban", "env.max_steps": 3, "env.history_length": 1,
+         "env.ezpoints.prompt": "paper", "generation.batch_size": 16, "rl.mini_batch_size": 64,
          "generation.max_new_tokens": 48, "generation.eval_temperature": 0.4,
          "collect.num_tasks": 4, "collect.group_size": 2, "collect.expert_episodes": 6,
          "sft.epochs": 2, "sft.lr": 5.0e-5, "sft.batch_size": 4, "sft.max_length": 768, "sft.include_expert": True,
