@@ -148,3 +148,31 @@ def test_the_flows_package_sets_prefect_up_before_prefect_is_imported(tmp_path: 
     plain = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                            env={**env, "PREFECT_HOME": str(tmp_path), "PYTHONPATH": str(project_root())})
     assert plain.stdout.split() == [str(tmp_path), "None"]  # outside DVC nothing changes
+
+
+FLOW_ON_A_TEMPORARY_SERVER = """
+from prefect import flow
+from flows.services import prefect_api
+from prefect.settings import PREFECT_API_URL, temporary_settings
+
+@flow(log_prints=True)
+def chatty():
+    for i in range(50):
+        print("line", i)
+
+with prefect_api() as url, temporary_settings({PREFECT_API_URL: url}):
+    chatty()
+"""
+
+
+def test_a_temporary_prefect_server_gets_the_logs_before_it_stops(tmp_path: Path) -> None:
+    """Regression: the queued logs were flushed at exit against the stopped server (~90 s of retries)."""
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env |= {"PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(project_root())}
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", FLOW_ON_A_TEMPORARY_SERVER], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    seconds = time.perf_counter() - start
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Error logging to API" not in done.stderr + done.stdout
+    assert seconds < 75, f"exit took {seconds:.0f} s: logs were flushed against a stopped server"

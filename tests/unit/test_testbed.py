@@ -30,9 +30,10 @@ def _unskilled(prompt: str) -> str:
 
 @pytest.mark.parametrize("noise", [0.0, 1.0])
 def test_skill_turns_carry_the_expert_action_in_the_same_states(noise: float) -> None:
-    cfg = _cfg(episodes=8, noise=noise, skill_fraction=1.0)
+    cfg = _cfg(episodes=8, noise=noise, skill_fraction=1.0, analysis_fraction=1.0)
     corpus = build_corpus(cfg)
     assert len(corpus.analysis) == 8 and len(corpus.skill) == len(corpus.agent)  # every step, every episode
+    assert len(build_corpus(_cfg(episodes=8, noise=noise, analysis_fraction=0.25)).analysis) == 2
     agent = dict(corpus.agent)
     differ = 0
     for prompt, target in corpus.skill:
@@ -49,7 +50,7 @@ def test_skill_turns_carry_the_expert_action_in_the_same_states(noise: float) ->
 def test_noise_controls_how_often_the_expert_wins() -> None:
     def wins(noise: float) -> int:
         return sum(json.loads(t)["episode_summary"].startswith("Built")
-                   for _, t in build_corpus(_cfg(episodes=30, noise=noise)).analysis)
+                   for _, t in build_corpus(_cfg(episodes=30, noise=noise, analysis_fraction=1.0)).analysis)
 
     assert wins(0.0) == 30 and wins(1.0) < wins(0.5) < 30
 
