@@ -104,6 +104,7 @@ def summarize_sweep(cells: Sequence[dict[str, Any]], setting: dict[str, Any]) ->
     per_method = {m: [c["success"][m] for c in cells] for m in methods}
     out: dict[str, Any] = {
         "setting": {**setting, "seeds": [c["seed"] for c in cells]},
+        "method_order": methods,
         "methods": {m: summarize(v) for m, v in per_method.items()},
         "comparisons": {},
     }

@@ -107,7 +107,8 @@ def test_concurrency_is_bounded(fault_server: Serve, openai_cfg: SeedConfig) -> 
     elapsed = time.perf_counter() - start
     assert [parse_analysis(a.text).episode_skill for a in answers] == [skill_of(f"analyse episode {i}")
                                                                        for i in range(6)]
-    assert server.max_in_flight == 3 and 0.4 <= elapsed < 1.2  # two waves of three
+    # two waves of three (no upper bound: a loaded CI machine is slow; the in-flight count is the check)
+    assert server.max_in_flight == 3 and elapsed >= 0.4
     assert all(a.latency_s >= 0.2 for a in answers)
 
 
