@@ -217,6 +217,9 @@ def finalize_rl(cfg: SeedConfig, out_dir: Path) -> dict[str, float]:
     from seed_core.io import atomic_write_text
 
     atomic_write_text(out_dir / "curve.csv", curve.to_csv(index=False))
+    if not (last / "checkpoint").is_dir():  # pruned: later rounds of a longer run exist (rl.rounds was lowered)
+        raise RuntimeError(f"{last}/checkpoint was pruned because {out_dir} holds later rounds; set rl.rounds back "
+                           f"to at least {len(list(out_dir.glob('round_*')))} or delete {out_dir} to start over")
     link_tree(last / "checkpoint", out_dir / "checkpoint")  # weights and tokenizer only
     # the last round keeps its optimizer state: raising rl.rounds later continues AdamW where it stopped
     summary = {

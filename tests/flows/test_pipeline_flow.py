@@ -111,7 +111,9 @@ def test_final_checkpoints_are_registered_models(runs: dict[str, Any], tmp_path:
     assert {k: version.tags[k] for k in ("algorithm", "env", "seed")} == {"algorithm": "seed", "env": "sokoban",
                                                                           "seed": "0"}
     best = client.get_model_version_by_alias("seed-sokoban-seed", "best-success_rate")  # set by evaluate@seed
-    assert best.version == version.version and "eval/success_rate" in best.tags
+    # the store is shared by the session (other modules register versions too): `best` moves to a newer
+    # version only when it scores better, so it is this run's version or an earlier one
+    assert int(best.version) <= int(version.version) and "eval/success_rate" in best.tags
 
 
 def test_rl_flow_resumes_after_the_last_finished_round_and_restarts_on_a_new_config(
@@ -132,7 +134,7 @@ def test_rl_flow_resumes_after_the_last_finished_round_and_restarts_on_a_new_con
     assert sorted(r.data.tags["resumed"] for r in rounds) == ["False", "True"]
 
     changed = tiny_params(root / "changed.yaml", tiny_model_dir, str(root / "data"),
-                          rl={"rounds": 1, "lr": 1.0e-4}, tracking={"experiment": "pipeline-flow-test"})
+                          rl={"rounds": 1, "lr": 3.0e-4}, tracking={"experiment": "pipeline-flow-test"})
     rl_flow(changed, "grpo")
     assert (out / "round_000" / "DONE").stat().st_mtime_ns != done  # different config: started over
     assert not (out / "round_001").exists()
