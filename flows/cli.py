@@ -11,10 +11,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Iterator, Optional
 
 import typer
 import yaml
@@ -36,6 +37,19 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
+@contextlib.contextmanager
+def pipeline_errors() -> Iterator[None]:
+    """A bad config exits 2 with its message; a failed DVC command exits with its code (no traceback)."""
+    try:
+        yield
+    except ConfigError as err:
+        typer.echo(f"seed: {err}", err=True)
+        raise typer.Exit(2) from None
+    except subprocess.CalledProcessError as err:
+        typer.echo(f"seed: `{' '.join(err.cmd)}` failed with exit code {err.returncode}", err=True)
+        raise typer.Exit(err.returncode) from None
+
+
 @app.command()
 def run(preset: Annotated[Optional[Path], typer.Option(help="a params file from presets/ (an experiment)")] = None,
         set_: Annotated[Optional[list[str]], typer.Option("--set", "-S", help="KEY=VALUE (an experiment)")] = None,
@@ -45,15 +59,9 @@ def run(preset: Annotated[Optional[Path], typer.Option(help="a params file from 
     from seed_core.config import load_config
 
     overrides = parse_overrides(set_ or [])
-    try:
+    with pipeline_errors():
         load_config(preset or project_root() / "params.yaml", overrides or None)  # stop before any server starts
         result = run_in_flow(preset, overrides, name)
-    except ConfigError as err:
-        typer.echo(f"seed: {err}", err=True)
-        raise typer.Exit(2) from None
-    except subprocess.CalledProcessError as err:
-        typer.echo(f"seed: `{' '.join(err.cmd)}` failed with exit code {err.returncode}", err=True)
-        raise typer.Exit(err.returncode) from None
     table()
     for label, url in result.links.items():
         typer.echo(f"{label}: {url}")
@@ -93,16 +101,10 @@ def sweep(seeds: Annotated[int, typer.Option(min=1, help="seeds 0..N-1, one DVC 
         overrides["sweep.seeds"] = list(range(seeds))
     if methods and methods.split(",") != current.sweep.methods:
         overrides["sweep.methods"] = methods.split(",")
-    try:
+    with pipeline_errors():
         run_pipeline(preset, overrides, targets=("sweep/dvc.yaml",), run_name="sweep", summary=sweep_metrics,
                      artifacts=("params.yaml", "sweep/dvc.lock", f"{SWEEP_DIR}/table.md",
                                 f"{SWEEP_DIR}/learning.json", f"{SWEEP_DIR}/curve_success.png"), reports=None)
-    except ConfigError as err:
-        typer.echo(f"seed: {err}", err=True)
-        raise typer.Exit(2) from None
-    except subprocess.CalledProcessError as err:
-        typer.echo(f"seed: `{' '.join(err.cmd)}` failed with exit code {err.returncode}", err=True)
-        raise typer.Exit(err.returncode) from None
     typer.echo((project_root() / SWEEP_DIR / "table.md").read_text())
 
 

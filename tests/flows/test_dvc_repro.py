@@ -22,21 +22,31 @@ def project(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path, tiny
             mlflow_uri: str) -> tuple[Path, dict[str, str]]:
     """A git + DVC copy of the project with tiny params, and the environment its stages run in."""
     root = tmp_path_factory.mktemp("project")
-    for name in PROJECT_FILES:
+    copy_project(root, PROJECT_FILES)
+    tiny_params(root / "params.yaml", tiny_model_dir, "data", tracking={"experiment": "dvc-repro-test"})
+    return root, commit_project(root, prefect_server, mlflow_uri)
+
+
+def copy_project(root: Path, names: tuple[str, ...]) -> None:
+    """Copy the project's ``names`` (files or folders) under ``root``."""
+    for name in names:
         src, dst = ROOT / name, root / name
         dst.parent.mkdir(parents=True, exist_ok=True)
         if src.is_dir():
             shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(src, dst)
-    tiny_params(root / "params.yaml", tiny_model_dir, "data", tracking={"experiment": "dvc-repro-test"})
+
+
+def commit_project(root: Path, prefect_server: str, mlflow_uri: str) -> dict[str, str]:
+    """``git init`` + commit ``root``; returns the environment its DVC stages run in."""
     env = {**os.environ, "PREFECT_API_URL": prefect_server, "MLFLOW_TRACKING_URI": mlflow_uri,
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "DVC_NO_ANALYTICS": "1",
            "DVC_SITE_CACHE_DIR": str(root / ".dvc" / "tmp" / "site-cache"), "OMP_NUM_THREADS": "2",
            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "tiny"]):
         subprocess.run(cmd, cwd=root, env=env, check=True)
-    return root, env
+    return env
 
 
 def _run(cmd: list[str], root: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

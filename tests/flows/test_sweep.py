@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.flows.test_dvc_repro import PROJECT_FILES, ROOT, _run
+from tests.flows.test_dvc_repro import PROJECT_FILES, _run, commit_project, copy_project
 
 METHODS = ["vanilla", "sft", "grpo", "seed"]
 
@@ -20,25 +19,11 @@ METHODS = ["vanilla", "sft", "grpo", "seed"]
 @pytest.fixture(scope="module")
 def sweep_project(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path, tiny_params, prefect_server: str,
                   mlflow_uri: str) -> tuple[Path, dict[str, str]]:
-    import os
-
     root = tmp_path_factory.mktemp("sweep_project")
-    for name in (*PROJECT_FILES, "sweep/dvc.yaml"):
-        src, dst = ROOT / name, root / name
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_dir():
-            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, dst)
+    copy_project(root, (*PROJECT_FILES, "sweep/dvc.yaml"))
     tiny_params(root / "params.yaml", tiny_model_dir, "data", tracking={"experiment": "sweep-test"},
                 sweep={"seeds": [0, 1], "methods": METHODS}, eval={"num_tasks": 2})
-    env = {**os.environ, "PREFECT_API_URL": prefect_server, "MLFLOW_TRACKING_URI": mlflow_uri,
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "DVC_NO_ANALYTICS": "1",
-           "DVC_SITE_CACHE_DIR": str(root / ".dvc" / "tmp" / "site-cache"), "OMP_NUM_THREADS": "2",
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "tiny"]):
-        subprocess.run(cmd, cwd=root, env=env, check=True)
-    return root, env
+    return root, commit_project(root, prefect_server, mlflow_uri)
 
 
 @pytest.fixture(scope="module")
