@@ -23,6 +23,7 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
+from seed_core.loader import with_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the fault server lives in tests/faults (a test helper, not an installed package)
@@ -113,14 +114,14 @@ def main() -> None:
     from seed_core.config import SeedConfig
 
     tmp = Path(tempfile.mkdtemp(prefix="seed-annotate-bench-"))
-    base = SeedConfig().with_overrides({"annotate.client": "openai", "annotate.model": "fake-model",
+    base = with_overrides(SeedConfig(), {"annotate.client": "openai", "annotate.model": "fake-model",
                                         "annotate.timeout_s": 1.0, "annotate.max_retries": 5})
     result: dict[str, Any] = {"latency_s": args.latency, "cpus": os.cpu_count(), "levels": []}
     with server_process(args.latency) as url:
-        stage_run(base.with_overrides({"annotate.concurrency": 1}), url, 2, tmp)  # warm-up: imports, first client
+        stage_run(with_overrides(base, {"annotate.concurrency": 1}), url, 2, tmp)  # warm-up: imports, first client
         for level in args.levels:
             row = {"concurrency": level,
-                   **stage_run(base.with_overrides({"annotate.concurrency": level}), url, args.per_worker * level, tmp)}
+                   **stage_run(with_overrides(base, {"annotate.concurrency": level}), url, args.per_worker * level, tmp)}
             row["ideal_traj_per_s"] = round(level / args.latency, 2)
             row["efficiency"] = round(row["traj_per_s"] / row["ideal_traj_per_s"], 3)
             result["levels"].append(row)
@@ -128,7 +129,7 @@ def main() -> None:
     result["one_fault_then_ok"] = one_fault_each(base)
     middle = sorted(args.levels)[len(args.levels) // 2]
     with server_process(args.latency, fault_rate=args.fault_rate) as url:
-        cfg = base.with_overrides({"annotate.concurrency": middle})
+        cfg = with_overrides(base, {"annotate.concurrency": middle})
         result["random_faults"] = {"rate": args.fault_rate, "concurrency": middle,
                                    **stage_run(cfg, url, args.per_worker * middle, tmp)}
     text = json.dumps(result, indent=2)

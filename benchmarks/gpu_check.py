@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from seed_core.loader import with_overrides
 
 PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "H800": 989e12, "A100": 312e12, "A800": 312e12,
                    "L40S": 362e12, "A10": 125e12, "4090": 165e12}
@@ -86,8 +87,8 @@ def trainer_throughput(policy: Any, batch: int, length: int, steps: int) -> dict
 def iteration_ratio(cfg: Any, model: Path, work: Path) -> dict[str, Any]:
     from seed_core.rl import run_rl_round
 
-    run_rl_round(cfg.with_overrides({"rl.algorithm": "grpo"}), 0, model, work / "warmup")
-    rounds = {a: run_rl_round(cfg.with_overrides({"rl.algorithm": a}), 0, model, work / a) for a in ("grpo", "seed")}
+    run_rl_round(with_overrides(cfg, {"rl.algorithm": "grpo"}), 0, model, work / "warmup")
+    rounds = {a: run_rl_round(with_overrides(cfg, {"rl.algorithm": a}), 0, model, work / a) for a in ("grpo", "seed")}
     times = {a: m["time/round_s"] for a, m in rounds.items()}
     return {"round_s": times, "seed_over_grpo": times["seed"] / times["grpo"],
             "seed_teacher_sample_ratio": rounds["seed"].get("rl/teacher_sample_ratio"),
@@ -125,7 +126,7 @@ def main() -> None:
         model = Path(args.model)
     cuda = torch.cuda.is_available() and args.device != "cpu"
     vllm_python = os.environ.get("SEED_VLLM_PYTHON", "")
-    cfg = SeedConfig().with_overrides({
+    cfg = with_overrides(SeedConfig(), {
         "model.path": str(model), "model.device": args.device, "model.dtype": "bfloat16" if cuda else "float32",
         "env.name": "sokoban", "env.max_steps": 4, "generation.max_new_tokens": args.new_tokens,
         "generation.batch_size": args.prompts, "generation.max_prompt_tokens": 1024,

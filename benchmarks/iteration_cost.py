@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from seed_core.loader import with_overrides
 
 PHASES = ("time/rollout_s", "time/analysis_s", "time/logprob_passes_s", "time/update_s", "time/round_s")
 
@@ -40,7 +41,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     tmp = Path(tempfile.mkdtemp(prefix="seed-bench-"))
     model = build_tiny_analyzer_model(tmp / "tiny") if args.model == "tiny" else Path(args.model)
-    base = SeedConfig().with_overrides({
+    base = with_overrides(SeedConfig(), {
         "model.path": str(model), "model.device": "cpu", "env.name": args.env, "env.max_steps": 4,
         "rl.tasks_per_round": 2, "rl.group_size": 4, "rl.mini_batch_size": 64, "rl.micro_batch_size": 8,
         "generation.max_new_tokens": 32, "rl.analyzer_max_new_tokens": 16, "generation.max_prompt_tokens": 256,
@@ -48,7 +49,7 @@ def main() -> None:
     runs: dict[str, list[dict[str, float]]] = {"grpo": [], "seed": []}
     for r in range(args.repeats):
         for algo in runs:
-            cfg = base.with_overrides({"rl.algorithm": algo})
+            cfg = with_overrides(base, {"rl.algorithm": algo})
             t0 = time.perf_counter()
             metrics = run_rl_round(cfg, 0, model, tmp / f"{algo}-{r}")
             metrics["time/wall_s"] = time.perf_counter() - t0

@@ -7,7 +7,7 @@ from pathlib import Path
 from prefect import flow
 
 from flows.common import finish, parse_args, stage_paths, stage_run
-from seed_core.config import load_config
+from seed_core.loader import load_config
 from tasks.annotate import annotate
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Annotated, Any, Iterator, Optional
 
 import typer
-import yaml
 
+from seed_core import loader
 from seed_core.config import ConfigError, endpoint_env, project_root
 
 app = typer.Typer(help="seed: SEED pipeline (DVC stages, Prefect flows, MLflow tracking).", no_args_is_help=True,
@@ -27,14 +27,11 @@ app = typer.Typer(help="seed: SEED pipeline (DVC stages, Prefect flows, MLflow t
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``["rl.opd_coef=0.02"]`` -> ``{"rl.opd_coef": 0.02}`` (values read as YAML)."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--set")
-        out[key.strip()] = yaml.safe_load(value)
-    return out
+    """``["rl.opd_coef=0.02"]`` -> ``{"rl.opd_coef": 0.02}`` (the engine's one parser; a typer error here)."""
+    try:
+        return loader.parse_overrides(items, origin="--set")
+    except ConfigError as err:
+        raise typer.BadParameter(str(err), param_hint="--set") from None
 
 
 @contextlib.contextmanager
@@ -56,11 +53,9 @@ def run(preset: Annotated[Optional[Path], typer.Option(help="a params file from 
         name: Annotated[Optional[str], typer.Option(help="DVC experiment name")] = None) -> None:
     """Run the whole pipeline through DVC (only stale stages rerun), then print the table and the UI links."""
     from flows.launch import run_in_flow
-    from seed_core.config import load_config
-
     overrides = parse_overrides(set_ or [])
     with pipeline_errors():
-        load_config(preset or project_root() / "params.yaml", overrides or None)  # stop before any server starts
+        loader.load_config(preset or project_root() / "params.yaml", overrides or None)  # stop before any server starts
         result = run_in_flow(preset, overrides, name)
     table()
     for label, url in result.links.items():
@@ -93,10 +88,8 @@ def sweep(seeds: Annotated[int, typer.Option(min=1, help="seeds 0..N-1, one DVC 
     """The methods table over seeds (sweep/dvc.yaml): mean ± 95% CI, IQM, P(SEED > GRPO); finished cells are
     reused, so a killed sweep reruns only the missing ones."""
     from flows.launch import run_pipeline
-    from seed_core.config import load_config
-
     overrides = parse_overrides(set_ or [])
-    current = load_config(preset or project_root() / "params.yaml")
+    current = loader.load_config(preset or project_root() / "params.yaml")
     if list(range(seeds)) != current.sweep.seeds:
         overrides["sweep.seeds"] = list(range(seeds))
     if methods and methods.split(",") != current.sweep.methods:

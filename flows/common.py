@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from seed_core.algorithms import ALGORITHMS
-from seed_core.config import ConfigError, SeedConfig, load_config, project_root
-from seed_core.stage_utils import RESUME_FILE
+from seed_core.config import ConfigError, SeedConfig, project_root
+from seed_core.loader import load_config
+from seed_core.resume import RESUME_FILE
 from seed_core.tracking import RunTracker, Tracker, dvc_lock_md5s, open_run
 
 RL_ALGORITHMS = ("grpo", "seed", "seed_static")
@@ -147,8 +148,8 @@ def finish(tracker: Tracker, out_dir: Path, metrics: dict[str, float]) -> dict[s
 
 
 def resume_key(cfg: SeedConfig, init_checkpoint: Path) -> str:
-    """What finished RL rounds depend on (``seed_core.stage_utils.rl_fingerprint``; the engine checks it too)."""
-    from seed_core.stage_utils import rl_fingerprint
+    """What finished RL rounds depend on (``seed_core.resume.rl_fingerprint``; the engine checks it too)."""
+    from seed_core.resume import rl_fingerprint
 
     return rl_fingerprint(cfg, init_checkpoint)
 

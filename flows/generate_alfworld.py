@@ -13,7 +13,8 @@ from pathlib import Path
 from prefect import flow
 
 from flows.common import finish, parse_args, stage_run
-from seed_core.config import load_config, project_root
+from seed_core.config import project_root
+from seed_core.loader import load_config
 from tasks.generate_alfworld import generate_alfworld
 
 

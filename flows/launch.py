@@ -24,7 +24,8 @@ from prefect.runtime import flow_run
 from flows.common import EVAL_METHODS, PARENT_RUN_VAR, PIPELINE_FLOW_RUN_VAR, add_flow_run_tags, pipeline_tag
 from flows.results import log_results, publish_prefect, publish_stage_runs
 from flows.services import prefect_api
-from seed_core.config import load_config, project_root
+from seed_core.config import project_root
+from seed_core.loader import load_config
 from seed_core.tracking import open_run, tracking_uri
 
 QUIET_ENV = {"DO_NOT_TRACK": "true", "MLFLOW_DISABLE_TELEMETRY": "true", "DVC_NO_ANALYTICS": "1",

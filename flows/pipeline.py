@@ -23,7 +23,7 @@ from flows.report import report_flow
 from flows.results import log_results
 from flows.rl import rl_flow
 from flows.sft import sft_flow
-from seed_core.config import load_config
+from seed_core.loader import load_config
 from seed_core.tracking import open_run
 
 

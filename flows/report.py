@@ -9,7 +9,7 @@ from prefect import flow, get_run_logger
 
 from flows.common import EVAL_METHODS, RL_ALGORITHMS, parse_args, stage_paths, stage_run
 from flows.results import publish_prefect
-from seed_core.config import load_config
+from seed_core.loader import load_config
 from tasks.report import report
 
 

@@ -14,7 +14,7 @@ from prefect import flow
 from flows.common import (finish, model_name, model_tags, parse_args, reset_stale_rounds, resume_key, stage_paths,
                           stage_run)
 from seed_core.algorithms import effective_config
-from seed_core.config import load_config
+from seed_core.loader import load_config
 from seed_core.tracking import open_run
 from tasks.launch import is_launched
 from tasks.rl import rl_finalize, rl_launch, rl_round

@@ -7,7 +7,7 @@ from pathlib import Path
 from prefect import flow
 
 from flows.common import finish, model_name, model_tags, parse_args, stage_paths, stage_run
-from seed_core.config import load_config
+from seed_core.loader import load_config
 from tasks.sft import sft
 
 

@@ -15,7 +15,8 @@ from typing import Any
 from prefect import flow
 
 from flows.common import stage_paths, stage_run
-from seed_core.config import ConfigError, load_config
+from seed_core.config import ConfigError
+from seed_core.loader import load_config
 from tasks.sweep import sweep_cell, sweep_report
 
 

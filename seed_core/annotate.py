@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 from seed_core.analyzer.parse import skill_metrics
 from seed_core.config import ConfigError, SeedConfig, dump_resolved
 from seed_core.io import DataFileError, atomic_write_text, read_records, write_json, write_records
-from seed_core.stage_utils import config_from_args, read_tasks, stage_parser
+from seed_core.loader import config_from_args, stage_parser
+from seed_core.task_sets import read_tasks
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import AnnotationRecord, StepRecord, Task
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import write_json, write_records
-from seed_core.stage_utils import config_from_args, require_tasks, stage_parser, task_seed, write_tasks
+from seed_core.loader import config_from_args, stage_parser
+from seed_core.task_sets import require_tasks, task_seed, write_tasks
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import StepRecord
 

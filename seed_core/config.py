@@ -1,26 +1,20 @@
-"""The one typed config: ``SeedConfig`` mirrors ``params.yaml`` section by section.
-
-Over 500 lines on purpose for now: the schema (one class per params.yaml section) and its loader with the
-key-naming error messages are one unit that the params-consistency test walks; the split planned in
-issue 12 (config importing nothing but pydantic and io, registry checks moved out) is where it shrinks.
+"""The one typed config: ``SeedConfig`` mirrors ``params.yaml`` section by section (the schema only).
 
 ``params.yaml`` is complete and authoritative; the defaults here exist so tests can build small
-configs (``SeedConfig.tiny()``). Open sets (environments, backends, clients, losses, algorithms) are
-plain strings checked against their registries by ``check_names`` at load time; closed sets are
-``Literal``. Environment variables are read only for secrets and endpoints (``endpoint_env``).
+configs. Open sets (environments, backends, clients, losses, algorithms) are plain strings here; the one
+loader (``seed_core.loader``) checks them against their registries, so this module imports nothing but
+pydantic, yaml and io and sits below every module that reads a config. Closed sets are ``Literal``.
+Environment variables are read only for secrets and endpoints (``endpoint_env``).
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class ConfigError(ValueError):
@@ -380,153 +374,9 @@ class SeedConfig(Section):
     testbed: TestbedConfig = TestbedConfig()
     sweep: SweepConfig = SweepConfig()
 
-    @model_validator(mode="after")
-    def _check_registry_names(self) -> "SeedConfig":
-        check_names(self)
-        return self
-
-    def with_overrides(self, overrides: dict[str, Any], origin: str = "-S") -> "SeedConfig":
-        """Return a copy with dotted-key overrides applied (``{"rl.opd_coef": 0.02}``), re-validated.
-
-        ``origin`` names where the overrides came from in error messages (``-S``, ``--set``, ``--algorithm``)."""
-        data = apply_overrides(self.model_dump(), overrides, origin)
-        return validate_config(data, source="the config", overrides=overrides, origin=origin)
-
-
-def check_names(cfg: SeedConfig) -> None:
-    """Check every registry-key field against its registry (imports are lazy and light)."""
-    from seed_core.catalog import registry_fields
-
-    for dotted, registry, value in registry_fields(cfg):
-        if value not in registry:
-            raise PydanticCustomError(
-                "unknown_name", "is not a known {kind}",
-                {"key": dotted, "value": value, "kind": registry.kind, "allowed": registry.names()})
-
-
-def _close(word: object, names: list[str]) -> str:
-    """``; did you mean 'seed'?`` when a known name is close to ``word`` (difflib), else ``""``."""
-    close = difflib.get_close_matches(str(word), [str(n) for n in names], n=2, cutoff=0.6)
-    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-
-
-def _known(names: list[str], section: str) -> str:
-    return f"; known keys in {section or 'the config'}: {', '.join(names)}" if names else ""
-
-
-def _short(value: Any) -> str:
-    """A value for an error message, never a whole config section."""
-    if isinstance(value, dict):
-        return f"a mapping with keys {sorted(map(str, value))[:6]}"
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _field_at(loc: tuple[Any, ...]) -> tuple[type[BaseModel] | None, Any]:
-    """(section model holding the last key of ``loc``, that field's annotation or None)."""
-    model: Any = SeedConfig
-    for part in loc[:-1]:
-        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
-        if field is None:
-            return None, None
-        model = field.annotation
-    if not (isinstance(model, type) and issubclass(model, BaseModel)):
-        return None, None
-    field = model.model_fields.get(loc[-1]) if loc else None
-    return model, field.annotation if field is not None else None
-
-
-def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], origin: str = "-S") -> dict[str, Any]:
-    """Set dotted keys in a (nested, plain) config mapping, checked against the schema (a partial file
-    may lack the key); an unknown key names the close known ones."""
-    for dotted, value in overrides.items():
-        parts, node = tuple(dotted.split(".")), data
-        for i, key in enumerate(parts):
-            section, annotation = _field_at(parts[: i + 1])
-            if section is None:  # inside a free-form mapping (chat_template_kwargs)
-                node = node if i == len(parts) - 1 else node.setdefault(key, {})
-            elif key not in section.model_fields:
-                known = list(section.model_fields)
-                raise ConfigError(f"{origin} {dotted}={value}: unknown key {key!r}"
-                                  f"{_close(key, known) or _known(known, '.'.join(parts[:i]))}")
-            elif i < len(parts) - 1:
-                if not isinstance(node.setdefault(key, {}), dict) or annotation is None or not (
-                        isinstance(annotation, type) and issubclass(annotation, BaseModel)
-                        or get_origin(annotation) is dict):
-                    raise ConfigError(f"{origin} {dotted}={value}: {'.'.join(parts[: i + 1])} is not a section")
-                node = node[key]
-        node[parts[-1]] = value
-    return data
-
-
-def _format_error(err: ValidationError, source: str, overrides: dict[str, Any], origin: str) -> str:
-    lines = ["invalid config:"]
-    for e in err.errors():
-        ctx = e.get("ctx") or {}
-        loc = tuple(e["loc"])
-        if e["type"] == "unknown_name":
-            key, value = ctx["key"], ctx["value"]
-        else:
-            key, value = ".".join(str(p) for p in loc) or "(top level)", e.get("input")
-        hit = next((k for k in overrides if key == k or key.startswith(k + ".")), None)
-        where = f"from {origin} {hit}={overrides[hit]}" if hit else f"in {source}"
-        if e["type"] == "unknown_name":
-            msg = f"not a known {ctx['kind']}{_close(value, ctx['allowed'])}; allowed: {', '.join(ctx['allowed'])}"
-        elif e["type"] == "extra_forbidden":
-            section, _ = _field_at(loc)
-            known = list(section.model_fields) if section else []
-            lines.append(f"  {key}: unknown key"
-                         f"{_close(loc[-1], known) or _known(known, '.'.join(map(str, loc[:-1])))} ({where})")
-            continue
-        elif e["type"] == "literal_error":
-            allowed = [str(a) for a in get_args(_field_at(loc)[1])]
-            msg = f"{e['msg']}{_close(value, allowed)}"
-        else:
-            msg = e["msg"]
-        lines.append(f"  {key} = {_short(value)}: {msg} ({where})")
-    return "\n".join(lines)
-
-
-def validate_config(data: dict[str, Any], source: str = "the config", overrides: dict[str, Any] | None = None,
-                    origin: str = "-S") -> SeedConfig:
-    """Validate a config mapping; errors name each bad key, its value and where it came from: ``source``
-    (``params.yaml``, ``preset presets/x.yaml``) or, for keys in ``overrides``, ``origin`` (``-S``)."""
-    try:
-        return SeedConfig.model_validate(data)
-    except ValidationError as err:
-        raise ConfigError(_format_error(err, source, overrides or {}, origin)) from None
-
-
-def describe_source(path: Path) -> str:
-    """How an error names a config file: ``params.yaml``, ``preset presets/x.yaml`` or ``config file X``."""
-    if path.name == "params.yaml":
-        return str(path) if path.parent != Path(".") else "params.yaml"
-    return f"preset {path}" if path.parent.name == "presets" else f"config file {path}"
-
-
-def load_config(path: str | Path, overrides: dict[str, Any] | None = None, origin: str = "-S") -> SeedConfig:
-    """Load ``params.yaml`` (or a preset / resolved JSON) into a validated ``SeedConfig``, with dotted-key
-    ``overrides`` (from ``origin``: ``-S``, ``--set``, ``--algorithm``) applied before validation."""
-    path = Path(path)
-    source = describe_source(path)
-    if not path.is_file():
-        siblings = sorted(p.name for p in path.parent.glob(f"*{path.suffix}")) if path.parent.is_dir() else []
-        close = _close(path.name, siblings)
-        hint = close or (f"; files there: {', '.join(siblings)}" if siblings else "")
-        raise ConfigError(f"{source} does not exist{hint}")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{source} is not valid YAML/JSON: {err}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source} must hold a mapping of sections, got {type(data).__name__}")
-    if overrides:
-        data = apply_overrides(data, overrides, origin)
-    return validate_config(data, source=source, overrides=overrides, origin=origin)
-
 
 def dump_resolved(cfg: SeedConfig, path: str | Path) -> Path:
-    """Write the resolved config as JSON next to a stage's outputs (atomic)."""
+    """Write the resolved config as JSON next to a stage's outputs (atomic; io loads pyarrow, so lazily)."""
     from seed_core.io import atomic_write_text
 
     return atomic_write_text(Path(path), json.dumps(cfg.model_dump(mode="json"), indent=2, sort_keys=True))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from seed_core.analyzer.insert import insert_episode_skill, insert_step_skill
+from seed_core.skill_insert import insert_episode_skill, insert_step_skill
 from seed_core.registry import Registry
 
 STATIC_SKILL_HEADER = "[Privileged Skill Information]"
@@ -35,7 +35,7 @@ class Encoders:
 
 
 def make_encoders(tokenizer: Any, chat_template_kwargs: dict[str, Any], max_prompt_tokens: int) -> Encoders:
-    from seed_core.stage_utils import make_encoder
+    from seed_core.models import make_encoder
 
     def template(text: str) -> str:
         return tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from seed_core.config import SeedConfig
 from seed_core.io import write_json
-from seed_core.stage_utils import config_from_args, stage_parser
+from seed_core.loader import config_from_args, stage_parser
 
 REPORT = "generation_report.json"
 

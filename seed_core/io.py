@@ -86,6 +86,11 @@ def write_json(path: str | Path, obj: Any) -> Path:
     return atomic_write_text(Path(path), json.dumps(obj, indent=2, sort_keys=True, default=float) + "\n")
 
 
+def read_metrics(path: str | Path) -> dict[str, float]:
+    """A stage's metrics JSON; ``{}`` when the stage wrote none."""
+    return json.loads(Path(path).read_text()) if Path(path).is_file() else {}
+
+
 def write_records(records: Iterable[Any], path: str | Path, record_type: type) -> Path:
     """Write records of one dataclass type to parquet atomically (an empty list writes an empty table)."""
     path = Path(path)

@@ -145,6 +145,15 @@ def encode_prompt(tokenizer: PreTrainedTokenizerBase, text: str,
     return [int(t) for t in out]
 
 
+def make_encoder(tokenizer: Any, chat_template_kwargs: dict[str, Any], max_prompt_tokens: int) -> Callable[[str], list[int]]:
+    """text -> chat-templated prompt ids, cut from the left to ``max_prompt_tokens`` (OPID truncation=left)."""
+    def encode(text: str) -> list[int]:
+        ids = encode_prompt(tokenizer, text, chat_template_kwargs)
+        return ids[-max_prompt_tokens:] if len(ids) > max_prompt_tokens else ids
+
+    return encode
+
+
 # ---------------------------------------------------------------- building model directories on disk
 
 

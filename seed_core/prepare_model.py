@@ -18,10 +18,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from seed_core.config import SeedConfig, load_config, models_root
+from seed_core.config import SeedConfig, models_root
+from seed_core.loader import load_config
 from seed_core.models import build_tiny_model, is_complete_model_dir, prepare_smollm2, resolve_model_path
-from seed_core.testbed import build_testbed_model
 from seed_core.registry import Registry
+from seed_core.testbed import build_testbed_model
 
 BUILDERS: Registry[Callable[[Path, SeedConfig], Path]] = Registry("buildable model")
 """name -> ``build(out_dir, cfg)``; only the testbed reads the config."""

@@ -22,17 +22,10 @@ from seed_core.algorithms import ALGORITHMS, effective_config, effective_tags, e
 from seed_core.analyzer.parse import skill_metrics
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import DataFileError, write_json, write_records
-from seed_core.stage_utils import (
-    StaleRoundsError,
-    check_rounds,
-    config_from_args,
-    read_metrics,
-    require_tasks,
-    rl_fingerprint,
-    stage_parser,
-    task_seed,
-    write_tasks,
-)
+from seed_core.io import read_metrics
+from seed_core.loader import config_from_args, stage_parser
+from seed_core.resume import StaleRoundsError, check_rounds, rl_fingerprint
+from seed_core.task_sets import require_tasks, task_seed, write_tasks
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import AnnotationRecord, StepRecord
 

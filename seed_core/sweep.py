@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 from seed_core.config import SeedConfig
 from seed_core.io import write_json
+from seed_core.loader import with_overrides
 from seed_core.tracking import NullTracker, Tracker
 
 MECHANISM_KEYS = ("analysis/parse_ok_rate", "analysis/skill_words_mean", "analysis/distinct_skills",
@@ -60,7 +61,7 @@ def run_seed_cell(cfg: SeedConfig, base_model: Path, out_dir: Path, methods: Seq
     mechanism: dict[str, dict[str, float]] = {}
     for algorithm in rl_methods(methods):
         rl_dir = out_dir / "rl" / algorithm
-        run_rl(cfg.with_overrides({"rl.algorithm": algorithm}), sft / "checkpoint", rl_dir)
+        run_rl(with_overrides(cfg, {"rl.algorithm": algorithm}), sft / "checkpoint", rl_dir)
         checkpoints[algorithm] = rl_dir / "checkpoint"
         curve = pd.read_csv(rl_dir / "curve.csv")
         curves[algorithm] = curve.to_dict(orient="records")

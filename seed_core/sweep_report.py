@@ -104,7 +104,7 @@ def run_sweep_report(cells: list[Path], out_dir: Path, setting: dict[str, Any]) 
 
 
 def main(argv: list[str] | None = None) -> None:
-    from seed_core.config import load_config
+    from seed_core.loader import load_config
     from seed_core.sweep import setting_of
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -64,7 +64,7 @@ def build_corpus(cfg: SeedConfig) -> Corpus:
     """Noisy-expert episodes on ``testbed.episodes`` train tasks, their oracle analyses and skill turns."""
     from seed_core.analyzer.annotate import annotate_trajectories, sft_examples
     from seed_core.analyzer.clients import OracleClient
-    from seed_core.analyzer.insert import insert_episode_skill
+    from seed_core.skill_insert import insert_episode_skill
     from seed_core.envs import make_env
     from seed_core.rollout.collector import group_by_trajectory
     from seed_core.rollout.expert import play_expert
@@ -126,7 +126,7 @@ def build_testbed_model(cfg: SeedConfig, out_dir: str | Path) -> Path:
 
     from seed_core.io import write_json
     from seed_core.models import _build_atomically
-    from seed_core.stage_utils import make_encoder
+    from seed_core.models import make_encoder
     from seed_core.trainer.sft import run_sft_loop, tokenize_examples
 
     tb = cfg.testbed

@@ -17,7 +17,7 @@ def build_tiny_analyzer_model(out_dir: str | Path, seed: int = 0) -> Path:
     from seed_core.config import EnvConfig, ModelConfig, SFTConfig
     from seed_core.envs import make_env
     from seed_core.models import build_tiny_model, is_complete_model_dir, load_policy
-    from seed_core.stage_utils import make_encoder
+    from seed_core.models import make_encoder
     from seed_core.trainer.checkpoint import save_checkpoint
     from seed_core.trainer.sft import run_sft_loop, tokenize_examples
 

@@ -20,7 +20,7 @@ def rl_round(cfg: SeedConfig, round_idx: int, init_checkpoint: Path, out_dir: Pa
     ``init_checkpoint`` (the Stage-1 SFT checkpoint, a declared DVC dependency of the stage).
     """
     from seed_core.rl import round_dir, run_rl_round
-    from seed_core.stage_utils import read_metrics
+    from seed_core.io import read_metrics
     from tasks.launch import is_launched, run_launched
 
     if not is_launched(cfg):

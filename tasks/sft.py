@@ -17,7 +17,7 @@ def sft(cfg: SeedConfig, model_dir: Path, annotate_dir: Path, collect_dir: Path,
     """Fine-tune ``model_dir`` on the annotated examples (+ the expert demonstrations of ``collect_dir``
     when ``sft.include_expert``) -> ``out_dir/checkpoint`` and ``out_dir/loss.csv``."""
     from seed_core.sft import run_sft
-    from seed_core.stage_utils import read_metrics
+    from seed_core.io import read_metrics
     from tasks.launch import is_launched, run_launched
 
     if not is_launched(cfg):

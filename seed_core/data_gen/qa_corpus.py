@@ -1,6 +1,6 @@
 """Generate the offline Search-QA data: a corpus about fictional entities and questions answered by it.
 
-    python -m seed_core.data_gen.qa_corpus --config params.yaml --out data/search_qa
+    python -m seed_core.generate_data search_qa --config params.yaml --out data/search_qa
 
 World: ``num_people`` people, about a third as many cities, a quarter as many companies and a tenth
 as many countries, all with made-up names (``names.NameMaker``). Facts come from fixed templates:
@@ -174,21 +174,3 @@ def write_qa(dataset: QADataset, out_dir: str | Path) -> dict[str, float]:
             report[f"{split}/{label}"] = float(count)
     write_json(out / "qa_report.json", report)
     return report
-
-
-def main() -> None:
-    from seed_core.stage_utils import config_from_args, stage_parser
-
-    parser = stage_parser("Generate the offline Search-QA corpus and question splits")
-    parser.add_argument("--out", default="data/search_qa")
-    parser.add_argument("--seed", type=int, default=QAGenSpec.seed,
-                        help="world seed (default 0 = the set the env builds in memory when data_dir is empty)")
-    args = parser.parse_args()
-    settings = getattr(config_from_args(args).env, "search_qa", None)
-    spec = QAGenSpec(num_people=getattr(settings, "num_people", QAGenSpec.num_people),
-                     num_test=getattr(settings, "num_test", QAGenSpec.num_test), seed=args.seed)
-    print(write_qa(generate_qa(spec), args.out))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,6 @@
 """Generate the WebShop catalogue (products) and shopping goals drawn from it.
 
-    python -m seed_core.data_gen.webshop_catalog --config params.yaml --out data/webshop
+    python -m seed_core.generate_data webshop --config params.yaml --out data/webshop
 
 Products: for each of WebShop's five categories (beauty, electronics, fashion, food, furniture) a few
 product types, each with a ``›`` category path, head nouns, buying options (name -> values, e.g.
@@ -137,22 +137,3 @@ def generate_catalog(spec: CatalogSpec = CatalogSpec()) -> Catalog:
     goals = [_goal(rng, p) for p in products]
     random.Random(233).shuffle(goals)  # WebShop shuffles its goals with seed 233
     return Catalog(products, tuple(goals))
-
-
-def main() -> None:
-    from seed_core.stage_utils import config_from_args, stage_parser
-
-    parser = stage_parser("Generate the WebShop catalogue and goals")
-    parser.add_argument("--out", default="data/webshop")
-    parser.add_argument("--seed", type=int, default=CatalogSpec.seed,
-                        help="catalogue seed (default 0 = the catalogue the env builds in memory when data_dir is empty)")
-    args = parser.parse_args()
-    settings = getattr(config_from_args(args).env, "webshop", None)
-    spec = CatalogSpec(num_products=getattr(settings, "num_products", CatalogSpec.num_products), seed=args.seed)
-    catalog = generate_catalog(spec)
-    write_catalog(catalog, Path(args.out))
-    print({"products": len(catalog.products), "goals": len(catalog.goals)})
-
-
-if __name__ == "__main__":
-    main()

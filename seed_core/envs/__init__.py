@@ -4,12 +4,8 @@ Heavy engines (alfworld, retrieval) are imported lazily inside their modules, so
 package is cheap on any machine.
 """
 
-from seed_core.envs.base import TextEnv
-from seed_core.registry import Registry
-
-ENVS: Registry[type[TextEnv]] = Registry("environment")
-
-from seed_core.envs import alfworld, ezpoints, search_qa, sokoban, webshop  # noqa: E402,F401  (registration side effects)
+from seed_core.envs import alfworld, ezpoints, search_qa, sokoban, webshop  # noqa: F401  (registration side effects)
+from seed_core.envs.base import ENVS, TextEnv
 
 
 def make_env(cfg) -> TextEnv:

@@ -36,7 +36,7 @@ from seed_core.alfworld.engine import Engine
 from seed_core.alfworld.facts import Goal, goal_from_problem, world_from_problem
 from seed_core.alfworld.games import SPLITS, TASK_TYPES, game_key, split_games, task_type_label
 from seed_core.config import EnvConfig
-from seed_core.envs import ENVS
+from seed_core.envs.base import ENVS
 from seed_core.envs.prompt_parts import history_block, project_action_tag
 from seed_core.types import HistoryItem, ParsedAction, StepResult, Task
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Protocol, runtime_checkable
 
+from seed_core.registry import Registry
 from seed_core.types import HistoryItem, ParsedAction, StepResult, Task
 
 
@@ -57,3 +58,7 @@ class TextEnv(Protocol):
     def oracle_skill(self, task: Task, actions: list[str], success: bool) -> dict[str, str]:
         """Rule-based hindsight from privileged information: ``{"episode_summary", "episode_skill"}``;
         success -> the workflow that worked, failure -> the first mistake and what to avoid."""
+
+
+ENVS: "Registry[type[TextEnv]]" = Registry("environment")
+"""Every environment class, registered under its ``env.name`` by its module (imported by ``seed_core.envs``)."""

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from seed_core.config import EnvConfig
-from seed_core.envs import ENVS
+from seed_core.envs.base import ENVS
 from seed_core.envs.prompt_parts import history_block, make_seeded_tasks
 from seed_core.types import HistoryItem, ParsedAction, StepResult, Task
 

@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 from seed_core.config import EnvConfig, SearchQAConfig, project_root
 from seed_core.data_gen.qa_corpus import QAGenSpec, generate_qa
 from seed_core.data_gen.qa_files import GENERATED_SOURCES, SEARCH_R1_SOURCES, QAItem, read_split
-from seed_core.envs import ENVS
+from seed_core.envs.base import ENVS
 from seed_core.retrieval.client import HttpRetriever, LocalRetriever, RetrievedDoc, Retriever
 from seed_core.retrieval.corpus import Passage, read_corpus, write_corpus
 from seed_core.retrieval.methods import IndexOptions

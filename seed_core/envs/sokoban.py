@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from seed_core.config import EnvConfig
-from seed_core.envs import ENVS
+from seed_core.envs.base import ENVS
 from seed_core.envs.prompt_parts import (
     has_cjk,
     has_think_block,

@@ -46,7 +46,7 @@ def read_corpus(path: str | Path) -> list[Passage]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"retrieval corpus {path} does not exist; generate it with "
-                                "`python -m seed_core.data_gen.qa_corpus` or point at a Search-R1 corpus jsonl")
+                                "`python -m seed_core.generate_data search_qa` or point at a Search-R1 corpus jsonl")
     passages: list[Passage] = []
     with path.open(encoding="utf-8") as fh:
         for number, line in enumerate(fh, start=1):

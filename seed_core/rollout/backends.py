@@ -14,27 +14,16 @@ logprobs for the PPO ratio and never trusts the sampler's numbers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import torch
 
 from seed_core.config import GenerationConfig
 from seed_core.registry import Registry
+from seed_core.rollout.completion import Completion, cut_at_eos, eos_ids
 
 if TYPE_CHECKING:  # transformers loads only when a backend is built (load_config checks names only)
     from seed_core.models import Policy
-
-
-@dataclass(frozen=True)
-class Completion:
-    """One generated answer: ``token_ids`` end at (and include) the first EOS, or at the token budget;
-    ``text`` is their decoding without special tokens; ``logprobs[i] = log p(token_ids[i])`` under the
-    distribution actually sampled from (after temperature / top-k / top-p)."""
-
-    text: str
-    token_ids: list[int]
-    logprobs: list[float]
 
 
 class GenerationBackend(Protocol):
@@ -57,22 +46,6 @@ def left_pad(rows: list[list[int]], pad_id: int, device: torch.device) -> tuple[
             ids[i, width - len(row):] = torch.tensor(row, dtype=torch.long)
             mask[i, width - len(row):] = 1
     return ids.to(device), mask.to(device)
-
-
-def eos_ids(policy: Policy) -> list[int]:
-    """End-of-turn ids: the tokenizer's EOS plus any the model's generation config declares."""
-    declared = policy.model.generation_config.eos_token_id
-    declared = declared if isinstance(declared, list) else [declared]
-    ids = [policy.tokenizer.eos_token_id, *declared]
-    return sorted({int(i) for i in ids if i is not None})
-
-
-def cut_at_eos(token_ids: list[int], stop_ids: list[int]) -> int:
-    """Length of the completion: up to and including the first stop id, else all tokens."""
-    for i, tok in enumerate(token_ids):
-        if tok in stop_ids:
-            return i + 1
-    return len(token_ids)
 
 
 @BACKENDS.register("hf")

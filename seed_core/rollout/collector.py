@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 from seed_core.config import EnvConfig
 from seed_core.envs import make_env
 from seed_core.envs.base import TextEnv
+from seed_core.skill_insert import insert_episode_skill
 from seed_core.types import HistoryItem, StepRecord, Task
 
 
@@ -66,8 +67,6 @@ def rollout(
     evaluation baseline); training rollouts never pass it. ``group_tag`` makes group ids unique
     across rounds.
     """
-    from seed_core.analyzer.insert import insert_episode_skill
-
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
     episodes: list[_Episode] = []

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from seed_core.config import GenerationConfig
-from seed_core.rollout.backends import Completion, cut_at_eos, eos_ids
+from seed_core.rollout.completion import Completion, cut_at_eos, eos_ids
 from seed_core.rollout.vllm_engine import (
     POOL,
     Engine,

@@ -95,7 +95,7 @@ def read_catalog(data_dir: str | Path) -> Catalog:
     for path in files:
         if not path.is_file():
             raise FileNotFoundError(f"WebShop catalogue file {path} does not exist; generate it with "
-                                    f"`python -m seed_core.data_gen.webshop_catalog --out {root}`")
+                                    f"`python -m seed_core.generate_data webshop --out {root}`")
     products = tuple(Product.from_dict(r) for r in json.loads(files[0].read_text()))
     goals = tuple(Goal.from_dict(r) for r in json.loads(files[1].read_text()))
     return Catalog(products, goals)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from seed_core.loader import with_overrides
 
 DRIVER = Path(__file__).with_name("rl_update_driver.py")
 CPU_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "accelerate" / "cpu_2proc.yaml"
@@ -66,7 +67,7 @@ def test_two_process_rl_round_writes_one_round_from_both_ranks(tiny_model_dir: P
     from seed_core.io import read_records
     from seed_core.types import StepRecord
 
-    cfg = SeedConfig().with_overrides({
+    cfg = with_overrides(SeedConfig(), {
         "model.path": str(tiny_model_dir), "model.device": "cpu", "env.name": "sokoban", "env.max_steps": 2,
         "rl.algorithm": "seed", "rl.rounds": 1, "rl.tasks_per_round": 2, "rl.group_size": 2,
         "rl.mini_batch_size": 4, "rl.micro_batch_size": 2, "generation.max_new_tokens": 8,

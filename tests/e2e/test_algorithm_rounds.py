@@ -8,6 +8,7 @@ import pytest
 from seed_core.algorithms import ALGORITHMS
 from seed_core.config import SeedConfig
 from seed_core.io import read_records
+from seed_core.loader import with_overrides
 from seed_core.rl import run_rl_round
 from seed_core.static_skills import StaticSkills
 from seed_core.types import StepRecord
@@ -24,7 +25,7 @@ def library(tmp_path_factory):
 
 @pytest.mark.parametrize("name", ALGORITHMS.names())
 def test_one_round(name, tiny_model_dir, library, tmp_path):
-    cfg = SeedConfig().with_overrides({
+    cfg = with_overrides(SeedConfig(), {
         "model.path": str(tiny_model_dir), "model.device": "cpu", "env.name": "sokoban", "env.max_steps": 1,
         "rl.algorithm": name, "rl.tasks_per_round": 1, "rl.group_size": 2, "rl.lr": 1e-3, "rl.kl_coef": 0.0,
         "rl.mini_batch_size": 8, "rl.micro_batch_size": 8, "generation.max_new_tokens": 4,

@@ -3,6 +3,7 @@
 from seed_core.config import SeedConfig
 from seed_core.evaluate import run_evaluate
 from seed_core.io import read_records
+from seed_core.loader import with_overrides
 from seed_core.static_skills import StaticSkills
 from seed_core.types import EvalRecord
 
@@ -19,7 +20,7 @@ def test_star_rows_use_the_static_skill_of_the_task_type(tiny_model_dir, tmp_pat
         return real(*args, **kwargs)
 
     monkeypatch.setattr(collector, "rollout", spy)
-    cfg = SeedConfig().with_overrides({
+    cfg = with_overrides(SeedConfig(), {
         "model.path": str(tiny_model_dir), "model.device": "cpu", "env.name": "sokoban", "env.max_steps": 1,
         "eval.num_tasks": 2, "eval.with_skills": True, "rl.static_skills_dir": str(lib),
         "generation.max_new_tokens": 4})

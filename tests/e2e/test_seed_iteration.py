@@ -13,6 +13,7 @@ from safetensors.torch import load_file
 
 from seed_core.config import SeedConfig
 from seed_core.io import read_records
+from seed_core.loader import with_overrides
 from seed_core.rl import run_rl_round
 from seed_core.testing import build_tiny_analyzer_model
 from seed_core.types import AnnotationRecord
@@ -24,7 +25,7 @@ def analyzer_model(tmp_path_factory) -> Path:
 
 
 def _cfg(model: Path, env: str) -> SeedConfig:
-    return SeedConfig().with_overrides({
+    return with_overrides(SeedConfig(), {
         "model.path": str(model), "model.device": "cpu", "env.name": env, "env.max_steps": 2,
         "rl.algorithm": "seed", "rl.tasks_per_round": 2, "rl.group_size": 2, "rl.lr": 1e-3,
         "rl.mini_batch_size": 8, "rl.micro_batch_size": 8, "generation.max_new_tokens": 12,
@@ -63,7 +64,7 @@ def test_one_seed_iteration_on_real_alfworld_games(analyzer_model, tmp_path, mon
     data = Path(__file__).resolve().parents[3] / "shared" / "alfworld"
     assert (data / "json_2.1.1" / "valid_train").is_dir(), f"ALFWorld games expected at {data}"
     monkeypatch.setenv("ALFWORLD_DATA", str(data))
-    cfg = _cfg(analyzer_model, "alfworld").with_overrides({"env.alfworld.train_split": "valid_train",
+    cfg = with_overrides(_cfg(analyzer_model, "alfworld"), {"env.alfworld.train_split": "valid_train",
                                                            "rl.tasks_per_round": 1})
     metrics = run_rl_round(cfg, 0, analyzer_model, tmp_path / "rl")
     assert all(math.isfinite(v) for v in metrics.values()), metrics

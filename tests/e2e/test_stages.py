@@ -14,6 +14,7 @@ from seed_core.collect import run_collect
 from seed_core.config import SeedConfig
 from seed_core.evaluate import run_evaluate
 from seed_core.io import read_records
+from seed_core.loader import with_overrides
 from seed_core.rl import finalize_rl, run_rl
 from seed_core.sft import run_sft
 from seed_core.types import AnnotationRecord, EvalRecord, StepRecord
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_stage_chain_on_tiny_model(tiny_model_dir, tmp_path):
-    cfg = SeedConfig().with_overrides({
+    cfg = with_overrides(SeedConfig(), {
         "model.path": str(tiny_model_dir), "model.device": "cpu", "env.name": "sokoban", "env.max_steps": 2,
         "collect.num_tasks": 2, "collect.group_size": 2, "collect.expert_episodes": 1, "sft.epochs": 1,
         "sft.include_expert": True, "rl.algorithm": "grpo", "rl.rounds": 2, "rl.tasks_per_round": 1,

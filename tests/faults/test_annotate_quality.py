@@ -12,6 +12,7 @@ import pytest
 from seed_core.annotate import CACHE_FILE, AnnotationQualityError, main, run_annotate
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import DataFileError, write_records
+from seed_core.loader import with_overrides
 from seed_core.types import StepRecord
 from tests.faults import openai_server as fs
 from tests.faults.helpers import marker, write_collect
@@ -55,7 +56,7 @@ def test_the_threshold_is_the_configured_fraction(tmp_path: Path, fault_server: 
     """3 of 4 trajectories get malformed answers: 25% passes at 0.25 and fails at 0.5 (naming the parser)."""
     fault_server(lambda call: fs.OK if marker(0) in call.prompt else fs.malformed_answer())
     write_collect(tmp_path / "collect", 4)
-    metrics = run_annotate(openai_cfg.with_overrides({"annotate.min_ok_fraction": 0.25}), tmp_path / "collect",
+    metrics = run_annotate(with_overrides(openai_cfg, {"annotate.min_ok_fraction": 0.25}), tmp_path / "collect",
                            tmp_path / "a")
     assert metrics["annotate/ok"] == 1 and (tmp_path / "a" / "sft_examples.jsonl").is_file()
     with pytest.raises(AnnotationQualityError, match=r"only 1 of 4 .*no JSON object found in the analyzer answer x3.*did not parse"):
@@ -74,7 +75,7 @@ def test_an_empty_trajectories_file_is_an_error_before_any_call(tmp_path: Path, 
 
 def test_unparsable_answers_are_asked_again_once_the_endpoint_is_fixed(tmp_path: Path, fault_server: Serve,
                                                                        openai_cfg: SeedConfig) -> None:
-    cfg = openai_cfg.with_overrides({"annotate.min_ok_fraction": 0.0})
+    cfg = with_overrides(openai_cfg, {"annotate.min_ok_fraction": 0.0})
     server = fault_server(lambda call: fs.malformed_answer() if marker(1) in call.prompt else fs.OK)
     write_collect(tmp_path / "collect", 4)
     first = run_annotate(cfg, tmp_path / "collect", tmp_path / "annotate")

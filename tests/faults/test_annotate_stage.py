@@ -12,10 +12,11 @@ import pytest
 
 from seed_core.analyzer.annotate import skills_by_traj
 from seed_core.analyzer.clients import AnalyzerSetupError
-from seed_core.contexts import TEACHER_CONTEXTS, Encoders, hindsight_skills
 from seed_core.annotate import CACHE_FILE, run_annotate
 from seed_core.config import ConfigError, SeedConfig, flatten
+from seed_core.contexts import TEACHER_CONTEXTS, Encoders, hindsight_skills
 from seed_core.io import read_records
+from seed_core.loader import with_overrides
 from seed_core.trainer.rl_step import build_samples
 from seed_core.types import AnnotationRecord
 from tests.faults import openai_server as fs
@@ -55,7 +56,7 @@ class FaultyRun:
 
 @pytest.fixture(scope="module")
 def faulty_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultyRun]:
-    cfg = SeedConfig().with_overrides({
+    cfg = with_overrides(SeedConfig(), {
         "annotate.client": "openai", "annotate.model": "fake-model", "annotate.timeout_s": 0.5,
         "annotate.max_retries": 3, "annotate.concurrency": 4, "annotate.parse_attempts": 2})
     with fs.FaultServer(faulty_plan()) as server, pytest.MonkeyPatch.context() as mp:
@@ -178,7 +179,7 @@ def test_the_oracle_annotator_needs_no_endpoint(tmp_path: Path, monkeypatch: pyt
 def test_a_stale_prompt_version_is_a_config_error(tmp_path: Path) -> None:
     write_collect(tmp_path / "collect", 2)
     with pytest.raises(ConfigError, match="set annotate.prompt_version: opid-v1"):
-        run_annotate(SeedConfig().with_overrides({"annotate.prompt_version": "opid-v0"}), tmp_path / "collect",
+        run_annotate(with_overrides(SeedConfig(), {"annotate.prompt_version": "opid-v0"}), tmp_path / "collect",
                      tmp_path / "annotate")
 
 

@@ -12,6 +12,7 @@ import pytest
 from seed_core.annotate import run_annotate
 from seed_core.config import ModelConfig, SeedConfig
 from seed_core.io import DataFileError
+from seed_core.loader import with_overrides
 from seed_core.models import CorruptModelError, load_policy
 from tests.faults import openai_server as fs
 from tests.faults.helpers import write_collect
@@ -65,13 +66,13 @@ def test_a_truncated_checkpoint_names_the_weights_file(tiny_model_dir: Path, tmp
 def test_a_truncated_resume_checkpoint_stops_the_rl_round(tiny_model_dir: Path, tmp_path: Path) -> None:
     """A finished round whose checkpoint was damaged afterwards: the next round names the file."""
     from seed_core.rl import run_rl_round
-    from seed_core.stage_utils import RESUME_FILE, rl_fingerprint
+    from seed_core.resume import RESUME_FILE, rl_fingerprint
 
     done = tmp_path / "rl" / "round_000"
     shutil.copytree(tiny_model_dir, done / "checkpoint")
     (done / "DONE").write_text("ok\n")
     _truncate(done / "checkpoint" / "model.safetensors")
-    cfg = SeedConfig().with_overrides({"model.path": str(tiny_model_dir), "model.device": "cpu"})
+    cfg = with_overrides(SeedConfig(), {"model.path": str(tiny_model_dir), "model.device": "cpu"})
     (tmp_path / "rl" / RESUME_FILE).write_text(rl_fingerprint(cfg, tiny_model_dir))  # made from this config
     with pytest.raises(CorruptModelError, match=str(done / "checkpoint" / "model.safetensors")):
         run_rl_round(cfg, 1, tiny_model_dir, tmp_path / "rl")

@@ -11,6 +11,7 @@ import pytest
 
 from seed_core.config import SeedConfig
 from seed_core.io import DataFileError, write_records
+from seed_core.loader import with_overrides
 from seed_core.types import EvalRecord, StepRecord
 from tests.faults.helpers import write_collect
 
@@ -26,7 +27,7 @@ def _search_qa_with_empty(tmp_path: Path, split: str) -> SeedConfig:
     pq.write_table(pa.table({"question": ["q?"], "golden_answers": [["a"]], "data_source": ["nq"]}, schema=schema),
                    data / ("test.parquet" if split == "train" else "train.parquet"))
     pq.write_table(schema.empty_table(), data / f"{split}.parquet")
-    return SeedConfig().with_overrides({"env.name": "search_qa", "env.search_qa.data_dir": str(data)})
+    return with_overrides(SeedConfig(), {"env.name": "search_qa", "env.search_qa.data_dir": str(data)})
 
 
 def test_collect_refuses_an_empty_train_split(tmp_path: Path) -> None:
@@ -51,7 +52,7 @@ def test_sft_refuses_an_empty_annotation_set_and_clears_stale_outputs(tmp_path: 
     (annotate / "sft_examples.jsonl").write_text("")
     write_collect(tmp_path / "collect", 2)
     with pytest.raises(DataFileError, match=r"sft_examples.jsonl holds no examples: Stage 1 annotated no"):
-        run_sft(SeedConfig().with_overrides({"sft.include_expert": True}), NO_MODEL, annotate, tmp_path / "sft",
+        run_sft(with_overrides(SeedConfig(), {"sft.include_expert": True}), NO_MODEL, annotate, tmp_path / "sft",
                 collect_dir=tmp_path / "collect")
 
 
@@ -62,14 +63,14 @@ def test_sft_refuses_missing_expert_rows_and_an_interrupted_run_does_not_look_do
     annotate.mkdir()
     (annotate / "sft_examples.jsonl").write_text(json.dumps({"prompt": "p", "target": "t"}) + "\n")
     write_records([], tmp_path / "collect" / "expert.parquet", StepRecord)
-    cfg = SeedConfig().with_overrides({"sft.include_expert": True, "collect.expert_episodes": 2})
+    cfg = with_overrides(SeedConfig(), {"sft.include_expert": True, "collect.expert_episodes": 2})
     with pytest.raises(DataFileError, match=r"expert.parquet has 0 rows but collect.expert_episodes = 2"):
         run_sft(cfg, NO_MODEL, annotate, out, collect_dir=tmp_path / "collect")
     out.mkdir()
     for name in ("metrics.json", "resolved_config.json", "loss.csv"):  # a previous run's outputs
         (out / name).write_text("old")
     with pytest.raises(Exception, match="nonexistent"):  # the model load fails after the stale outputs went
-        run_sft(cfg.with_overrides({"collect.expert_episodes": 0}), NO_MODEL, annotate, out,
+        run_sft(with_overrides(cfg, {"collect.expert_episodes": 0}), NO_MODEL, annotate, out,
                 collect_dir=tmp_path / "collect")
     assert sorted(p.name for p in out.iterdir()) == []
 

@@ -21,8 +21,9 @@ from safetensors.torch import load_file
 from seed_core.annotate import CACHE_FILE, run_annotate
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import read_records
+from seed_core.loader import with_overrides
 from seed_core.rl import round_dir, run_rl, run_rl_round
-from seed_core.stage_utils import RESUME_FILE, rl_fingerprint
+from seed_core.resume import RESUME_FILE, rl_fingerprint
 from seed_core.types import AnnotationRecord, StepRecord
 from tests.faults import openai_server as fs
 from tests.faults.helpers import marker, write_collect
@@ -71,7 +72,7 @@ def test_annotate_killed_midway_resends_only_the_missing_and_matches(
     server = fault_server(latency_s=0.25)
     collect, reference, killed = tmp_path / "collect", tmp_path / "reference", tmp_path / "killed"
     write_collect(collect, n)
-    cfg = openai_cfg.with_overrides({"annotate.concurrency": 2, "annotate.timeout_s": 5.0})
+    cfg = with_overrides(openai_cfg, {"annotate.concurrency": 2, "annotate.timeout_s": 5.0})
     run_annotate(cfg, collect, reference)  # uninterrupted
 
     log = tmp_path / "killed.log"
@@ -106,7 +107,7 @@ def one_torch_thread() -> Iterator[None]:
 
 def tiny_rl_config(model_dir: Path) -> SeedConfig:
     """The smallest RL round: 1 task x 2 rollouts x 1 step x 4 tokens, GRPO, no reference model."""
-    return SeedConfig().with_overrides({
+    return with_overrides(SeedConfig(), {
         "model.path": str(model_dir), "model.device": "cpu", "env.name": "sokoban", "env.max_steps": 1,
         "rl.algorithm": "grpo", "rl.rounds": 2, "rl.tasks_per_round": 1, "rl.group_size": 2, "rl.kl_coef": 0.0,
         "rl.micro_batch_size": 4, "rl.mini_batch_size": 8, "generation.max_new_tokens": 4,

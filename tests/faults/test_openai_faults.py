@@ -13,6 +13,7 @@ from seed_core.analyzer.clients import CLIENTS, AnalysisRequest, AnalyzerSetupEr
 from seed_core.analyzer.parse import parse_analysis
 from seed_core.config import SeedConfig
 from seed_core.envs import make_env
+from seed_core.loader import with_overrides
 from seed_core.rollout.collector import group_by_trajectory
 from seed_core.types import Task
 from tests.faults import openai_server as fs
@@ -79,7 +80,7 @@ def test_a_lasting_fault_is_recorded_with_its_reason(
 
 def test_hanging_endpoint_times_out_and_is_recorded(fault_server: Serve, openai_cfg: SeedConfig) -> None:
     server = fault_server(fs.always(fs.hang(2.0)))
-    cfg = openai_cfg.with_overrides({"annotate.max_retries": 0, "annotate.timeout_s": 0.3})
+    cfg = with_overrides(openai_cfg, {"annotate.max_retries": 0, "annotate.timeout_s": 0.3})
     start = time.perf_counter()
     (answer,) = CLIENTS.get("openai")(cfg).analyze([request()])
     assert answer.error.startswith("APITimeoutError") and time.perf_counter() - start < 1.5
@@ -102,7 +103,7 @@ def test_malformed_answer_is_reasked_with_the_parse_error(fault_server: Serve, o
 def test_concurrency_is_bounded(fault_server: Serve, openai_cfg: SeedConfig) -> None:
     server = fault_server(latency_s=0.2)
     start = time.perf_counter()
-    answers = CLIENTS.get("openai")(openai_cfg.with_overrides({"annotate.concurrency": 3})).analyze(
+    answers = CLIENTS.get("openai")(with_overrides(openai_cfg, {"annotate.concurrency": 3})).analyze(
         [request(i) for i in range(6)])
     elapsed = time.perf_counter() - start
     assert [parse_analysis(a.text).episode_skill for a in answers] == [skill_of(f"analyse episode {i}")

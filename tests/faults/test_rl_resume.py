@@ -12,13 +12,14 @@ import torch
 
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import DataFileError
+from seed_core.loader import with_overrides
 from seed_core.rl import finalize_rl, round_dir, run_rl, run_rl_round
-from seed_core.stage_utils import StaleRoundsError, rl_fingerprint
+from seed_core.resume import StaleRoundsError, rl_fingerprint
 
 
 def tiny_rl_config(model_dir: Path, rounds: int = 1) -> SeedConfig:
     """The smallest RL round: 1 task x 2 rollouts x 1 step x 4 tokens, GRPO, no reference model."""
-    return SeedConfig().with_overrides({
+    return with_overrides(SeedConfig(), {
         "model.path": str(model_dir), "model.device": "cpu", "env.name": "sokoban", "env.max_steps": 1,
         "rl.algorithm": "grpo", "rl.rounds": rounds, "rl.tasks_per_round": 1, "rl.group_size": 2,
         "rl.kl_coef": 0.0, "rl.micro_batch_size": 4, "rl.mini_batch_size": 1, "generation.max_new_tokens": 4,
@@ -47,9 +48,9 @@ def test_a_finished_round_from_another_config_or_init_is_refused(
     resolved_before = (out / "resolved_config.json").read_text()
     init = tiny_model_dir
     if change == "lr":
-        cfg = cfg.with_overrides({"rl.lr": 1e-2})
+        cfg = with_overrides(cfg, {"rl.lr": 1e-2})
     elif change == "seed":
-        cfg = cfg.with_overrides({"project.seed": 5})
+        cfg = with_overrides(cfg, {"project.seed": 5})
     else:
         init = Path(shutil.copytree(tiny_model_dir, tmp_path / "other-init"))
         (init / "config.json").write_text((init / "config.json").read_text() + " ")
@@ -73,7 +74,7 @@ def test_a_missing_init_is_named_and_the_cli_exits_with_one_line(
     cfg, out = finished_run
     with pytest.raises(DataFileError, match=r"the starting checkpoint /nonexistent does not exist \(--init"):
         run_rl(cfg, Path("/nonexistent"), out)
-    config = dump_resolved(cfg.with_overrides({"rl.lr": 1e-2}), tmp_path / "cfg.json")
+    config = dump_resolved(with_overrides(cfg, {"rl.lr": 1e-2}), tmp_path / "cfg.json")
     monkeypatch.setattr(sys, "argv", ["rl", "--config", str(config), "--init", cfg.model.path, "--out", str(out)])
     with pytest.raises(SystemExit) as stop:
         main()
@@ -86,8 +87,8 @@ def test_raising_rounds_continues_with_the_saved_optimizer_state(
     cfg, out = finished_run[0], Path(shutil.copytree(finished_run[1], tmp_path / "grpo"))
     first = _steps(round_dir(out, 0) / "checkpoint")  # finalize kept the last round's optimizer state
     assert first >= 1 and not list((out / "checkpoint").glob("optimizer*.pt"))  # not in the DVC output
-    metrics = run_rl(cfg.with_overrides({"rl.rounds": 2}), tiny_model_dir, out)
+    metrics = run_rl(with_overrides(cfg, {"rl.rounds": 2}), tiny_model_dir, out)
     assert metrics["algorithm_rounds"] == 2.0
     assert _steps(round_dir(out, 1) / "checkpoint") == 2 * first  # AdamW went on counting: not a fresh start
     assert not list((round_dir(out, 0) / "checkpoint").glob("optimizer*.pt"))  # older ones are pruned
-    assert finalize_rl(cfg.with_overrides({"rl.rounds": 2}), out)["algorithm_rounds"] == 2.0
+    assert finalize_rl(with_overrides(cfg, {"rl.rounds": 2}), out)["algorithm_rounds"] == 2.0

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from seed_core.config import SeedConfig
+from seed_core.loader import with_overrides
 from seed_core.tracking import NullTracker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -14,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_rl_round_task_launches_the_configured_accelerate_layout(tiny_model_dir, tmp_path):
     from tasks.rl import rl_round
 
-    cfg = SeedConfig().with_overrides({
+    cfg = with_overrides(SeedConfig(), {
         "project.accelerate_config": "configs/accelerate/cpu_2proc.yaml",
         "model.path": str(tiny_model_dir), "model.device": "cpu", "env.name": "sokoban", "env.max_steps": 2,
         "rl.algorithm": "grpo", "rl.tasks_per_round": 2, "rl.group_size": 2, "rl.mini_batch_size": 4,
@@ -33,7 +34,7 @@ def test_rl_round_task_launches_the_configured_accelerate_layout(tiny_model_dir,
 def test_a_missing_accelerate_config_is_named(tmp_path):
     from tasks.launch import run_launched
 
-    cfg = SeedConfig().with_overrides({"project.accelerate_config": "configs/accelerate/nope.yaml"})
+    cfg = with_overrides(SeedConfig(), {"project.accelerate_config": "configs/accelerate/nope.yaml"})
     with pytest.raises(FileNotFoundError, match="nope.yaml.*configs/accelerate"):
         run_launched(cfg, "seed_core.rl", tmp_path, [])
 
@@ -42,7 +43,7 @@ def test_a_missing_accelerate_config_is_named(tmp_path):
 def test_rl_launch_runs_every_round_in_one_launch(tiny_model_dir, tmp_path):
     from tasks.rl import rl_launch
 
-    cfg = SeedConfig().with_overrides({
+    cfg = with_overrides(SeedConfig(), {
         "project.accelerate_config": "configs/accelerate/cpu_2proc.yaml", "model.path": str(tiny_model_dir),
         "model.device": "cpu", "env.name": "sokoban", "env.max_steps": 2, "rl.algorithm": "grpo", "rl.rounds": 2,
         "rl.tasks_per_round": 2, "rl.group_size": 2, "rl.mini_batch_size": 4, "rl.micro_batch_size": 2,

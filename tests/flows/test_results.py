@@ -175,7 +175,7 @@ def test_stage_flow_runs_are_tagged_with_the_pipeline_run_and_linked_from_it(
 
     from flows.common import PIPELINE_FLOW_RUN_VAR, pipeline_tag, stage_run
     from flows.results import STAGE_RUNS_KEY
-    from seed_core.config import load_config
+    from seed_core.loader import load_config
 
     seen: dict[str, str] = {}
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from seed_core.config import SeedConfig, models_root
+from seed_core.loader import with_overrides
 
 pytestmark = pytest.mark.gpu
 
@@ -40,7 +41,7 @@ def _cfg(**extra: object) -> SeedConfig:
     model = _model()
     if not (model / "config.json").is_file():
         pytest.fail(f"{model} is not a model directory: set SEED_GPU_MODEL or run python -m seed_core.prepare_model")
-    return SeedConfig().with_overrides({
+    return with_overrides(SeedConfig(), {
         "model.path": str(model), "model.device": "cuda", "model.dtype": "bfloat16", "env.name": "sokoban",
         "env.max_steps": 4, "rl.tasks_per_round": 4, "rl.group_size": 4, "rl.mini_batch_size": 256,
         "rl.micro_batch_size": 16, "generation.max_new_tokens": 128, "generation.max_prompt_tokens": 1024,
@@ -57,7 +58,7 @@ def _prompts(cfg: SeedConfig, n: int) -> list[str]:
 def test_hf_and_vllm_agree_on_the_logprobs_of_the_sampled_tokens():
     from seed_core.models import load_policy
     from seed_core.rollout.backends import BACKENDS
-    from seed_core.stage_utils import make_encoder
+    from seed_core.models import make_encoder
     from seed_core.trainer.logprobs import score_in_chunks
 
     cfg = _cfg(**{"generation.backend": "vllm", "generation.vllm.python": _vllm_python()})
@@ -115,7 +116,7 @@ def test_rl_resumes_after_the_last_finished_round(tmp_path):
     run_rl(cfg, _model(), tmp_path / "rl")
     done0 = tmp_path / "rl" / "round_000" / "DONE"
     stamp = done0.stat().st_mtime_ns
-    summary = run_rl(cfg.with_overrides({"rl.rounds": 2}), _model(), tmp_path / "rl")
+    summary = run_rl(with_overrides(cfg, {"rl.rounds": 2}), _model(), tmp_path / "rl")
     assert done0.stat().st_mtime_ns == stamp, "a finished round is never recomputed"
     assert (tmp_path / "rl" / "round_001" / "DONE").is_file() and summary["algorithm_rounds"] == 2.0
     assert (tmp_path / "rl" / "round_000" / "checkpoint" / "optimizer.pt").exists() is False  # pruned after use

@@ -3,7 +3,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from seed_core.config import ConfigError, SeedConfig, endpoint_env, flatten, load_config
+from seed_core.config import ConfigError, SeedConfig, endpoint_env, flatten
+from seed_core.loader import load_config, with_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,11 +60,11 @@ def test_malformed_yaml_and_missing_file(tmp_path):
 
 def test_overrides_are_validated():
     cfg = SeedConfig()
-    assert cfg.with_overrides({"rl.opd_coef": 0.02}).rl.opd_coef == 0.02
+    assert with_overrides(cfg, {"rl.opd_coef": 0.02}).rl.opd_coef == 0.02
     with pytest.raises(ConfigError, match="unknown key 'opd'"):
-        cfg.with_overrides({"rl.opd": 1})
+        with_overrides(cfg, {"rl.opd": 1})
     with pytest.raises(ValueError, match="not a known algorithm"):
-        cfg.with_overrides({"rl.algorithm": "nope"})
+        with_overrides(cfg, {"rl.algorithm": "nope"})
 
 
 def test_flatten_and_endpoint_env(monkeypatch):

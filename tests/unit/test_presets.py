@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from seed_core.config import load_config
+from seed_core.loader import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS = sorted((ROOT / "presets").glob("*.yaml"))

@@ -10,6 +10,7 @@ import pytest
 
 from seed_core.config import SeedConfig
 from seed_core.io import write_records
+from seed_core.loader import with_overrides
 from seed_core.report import SCORE_NOTE, paper_table, run_report, summarize, load_episodes
 from seed_core.types import EvalRecord
 
@@ -73,7 +74,7 @@ def test_a_single_task_type_gets_only_the_avg_column(tmp_path: Path) -> None:
 
 
 def test_run_report_writes_table_and_curves(run_dirs, tmp_path: Path) -> None:
-    cfg = SeedConfig().with_overrides({"project.preset": "unit-test"})
+    cfg = with_overrides(SeedConfig(), {"project.preset": "unit-test"})
     out = tmp_path / "reports"
     metrics = run_report(run_dirs[0], run_dirs[1], out, cfg)
     assert metrics == {"grpo/alfworld/valid_seen/success_rate": pytest.approx(1 / 3),
@@ -99,7 +100,7 @@ def test_run_report_logs_the_table_and_both_curves_to_mlflow(run_dirs, tmp_path:
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    cfg = SeedConfig().with_overrides({"tracking.experiment": "report-unit"})
+    cfg = with_overrides(SeedConfig(), {"tracking.experiment": "report-unit"})
     with tracking.open_run(cfg, "report", log_config=False) as tracker:
         metrics = run_report(run_dirs[0], run_dirs[1], tmp_path / "reports", cfg, tracker)
     client = mlflow.MlflowClient(uri)

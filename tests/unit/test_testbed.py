@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from seed_core.analyzer.insert import EPISODE_SKILL_TITLE
+from seed_core.skill_insert import EPISODE_SKILL_TITLE
 from seed_core.config import SeedConfig
 from seed_core.envs import make_env
+from seed_core.loader import with_overrides
 from seed_core.testbed import build_corpus, build_testbed_model
 
 
 def _cfg(**testbed) -> SeedConfig:
-    return SeedConfig().with_overrides({
+    return with_overrides(SeedConfig(), {
         "env.name": "ezpoints", "env.max_steps": 5, "env.history_length": 0, "env.ezpoints.prompt": "compact",
         **{f"testbed.{k}": v for k, v in testbed.items()}})
 

@@ -8,6 +8,7 @@ import pytest
 
 from seed_core import tracking
 from seed_core.config import SeedConfig, project_root
+from seed_core.loader import with_overrides
 from seed_core.tracking import NullTracker, artifact_location, dvc_lock_hashes, open_run, redact, tracking_uri
 
 
@@ -41,7 +42,7 @@ def test_dvc_lock_hashes_tag_inputs_recorded_as_upstream_outputs(tmp_path: Path)
 
 def test_disabled_tracking_yields_a_null_tracker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'never.db'}")
-    cfg = SeedConfig().with_overrides({"tracking.enabled": False})
+    cfg = with_overrides(SeedConfig(), {"tracking.enabled": False})
     with open_run(cfg, "stage") as tracker:
         assert isinstance(tracker, NullTracker)
     assert not (tmp_path / "never.db").exists()
@@ -53,7 +54,7 @@ def test_runs_params_metrics_status_and_registered_checkpoint(monkeypatch: pytes
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
-    cfg = SeedConfig().with_overrides({"annotate.model": "sk-secret-model", "tracking.experiment": "unit"})
+    cfg = with_overrides(SeedConfig(), {"annotate.model": "sk-secret-model", "tracking.experiment": "unit"})
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     (ckpt / "config.json").write_text("{}")
@@ -97,7 +98,7 @@ def store(store_uri: str, monkeypatch: pytest.MonkeyPatch) -> str:
 def test_stage_runs_get_system_metrics_even_when_shorter_than_the_interval(store: str) -> None:
     import mlflow
 
-    cfg = SeedConfig().with_overrides({"tracking.experiment": "sysmetrics"})
+    cfg = with_overrides(SeedConfig(), {"tracking.experiment": "sysmetrics"})
     with open_run(cfg, "stage", log_config=False, system_metrics=True) as stage:
         pass
     with open_run(cfg, "round", log_config=False) as plain:
@@ -112,7 +113,7 @@ def test_stage_runs_get_system_metrics_even_when_shorter_than_the_interval(store
 def test_dvc_inputs_become_mlflow_datasets_with_the_dvc_md5(store: str, tmp_path: Path) -> None:
     import mlflow
 
-    cfg = SeedConfig().with_overrides({"tracking.experiment": "inputs"})
+    cfg = with_overrides(SeedConfig(), {"tracking.experiment": "inputs"})
     md5s = {"data/sft/checkpoint": "0123456789abcdef0123456789abcdef.dir", "data/collect/x.parquet": "f" * 32}
     with open_run(cfg, "a", log_config=False) as first:
         first.log_data_inputs(md5s, root=tmp_path)
@@ -131,7 +132,7 @@ def test_dvc_inputs_become_mlflow_datasets_with_the_dvc_md5(store: str, tmp_path
 def test_registered_checkpoints_get_tags_newest_and_best_aliases(store: str, tmp_path: Path) -> None:
     import mlflow
 
-    cfg = SeedConfig().with_overrides({"tracking.experiment": "registry"})
+    cfg = with_overrides(SeedConfig(), {"tracking.experiment": "registry"})
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     (ckpt / "config.json").write_text("{}")

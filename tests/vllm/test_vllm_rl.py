@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from seed_core.config import SeedConfig
+from seed_core.loader import with_overrides
 
 VLLM_PYTHON = os.environ.get("SEED_VLLM_PYTHON", "")
 pytestmark = [
@@ -31,7 +32,7 @@ def test_seed_rounds_on_vllm_follow_the_policy(tmp_path):
 
     model = build_tiny_analyzer_model(tmp_path / "analyzer")
     cpu = not torch.cuda.is_available()
-    cfg = SeedConfig().with_overrides({
+    cfg = with_overrides(SeedConfig(), {
         "model.path": str(model), "model.device": "cpu" if cpu else "cuda", "env.name": "sokoban",
         "env.max_steps": 2, "rl.algorithm": "seed", "rl.tasks_per_round": 2, "rl.group_size": 2, "rl.lr": 1e-3,
         "rl.mini_batch_size": 8, "rl.micro_batch_size": 8, "rl.save_every": 1, "generation.max_new_tokens": 12,

@@ -16,6 +16,7 @@ from seed_core.analyzer.clients import (
 )
 from seed_core.analyzer.parse import parse_analysis
 from seed_core.config import SeedConfig
+from seed_core.loader import with_overrides
 from seed_core.types import Task
 from tests.faults import openai_server as fs
 from tests.faults.openai_server import fault_server  # noqa: F401  (fixture)
@@ -33,7 +34,7 @@ def request(traj_id: str = "tr0", prompt: str = "analyse this", success: bool = 
 
 @pytest.fixture
 def cfg() -> SeedConfig:
-    return SeedConfig().with_overrides({"annotate.model": "judge-1", "annotate.max_tokens": 321,
+    return with_overrides(SeedConfig(), {"annotate.model": "judge-1", "annotate.max_tokens": 321,
                                         "annotate.temperature": 0.3, "annotate.max_retries": 0,
                                         "annotate.concurrency": 3, "annotate.timeout_s": 10.0})
 
@@ -105,7 +106,7 @@ def test_backend_client_maps_completions_to_answers() -> None:
 
 
 def test_policy_client_uses_rl_analyzer_settings(cfg: SeedConfig) -> None:
-    cfg = cfg.with_overrides({"rl.analyzer_temperature": 0.7, "rl.analyzer_max_new_tokens": 99})
+    cfg = with_overrides(cfg, {"rl.analyzer_temperature": 0.7, "rl.analyzer_max_new_tokens": 99})
     client = CLIENTS.get("policy")(cfg, backend=ScriptedBackend([]))
     assert (client.temperature, client.max_new_tokens) == (0.7, 99)
     assert client.identity == ("policy", cfg.model.path)
@@ -121,7 +122,7 @@ def test_checkpoint_client_needs_a_checkpoint(cfg: SeedConfig) -> None:
 def test_checkpoint_client_generates_with_a_real_tiny_model(cfg: SeedConfig, tiny_model_dir: Path) -> None:
     from seed_core.models import encode_prompt
 
-    cfg = cfg.with_overrides({"model.device": "cpu", "rl.analyzer_max_new_tokens": 4,
+    cfg = with_overrides(cfg, {"model.device": "cpu", "rl.analyzer_max_new_tokens": 4,
                               "rl.analyzer_temperature": 0.0})
     client = CLIENTS.get("checkpoint")(cfg, checkpoint=tiny_model_dir)
     (answer,) = client.analyze([request(prompt="Analyse the agent episode below.")])
@@ -157,7 +158,7 @@ def test_openai_client_parses_reasoning_answers_in_order(cfg: SeedConfig, fault_
 
 def test_openai_sdk_retries_a_503_then_succeeds(cfg: SeedConfig, fault_server: Serve) -> None:
     server = fault_server(fs.scripted([fs.server_error(503, headers={"retry-after-ms": "10"}), fs.ok(GOOD_JSON)]))
-    (answer,) = CLIENTS.get("openai")(cfg.with_overrides({"annotate.max_retries": 1})).analyze([request()])
+    (answer,) = CLIENTS.get("openai")(with_overrides(cfg, {"annotate.max_retries": 1})).analyze([request()])
     assert len(server.chat_calls()) == 2
     assert answer.error == "" and parse_analysis(answer.text).episode_skill == "Push boxes away from walls."
 

@@ -16,6 +16,7 @@ pytestmark = [
 ]
 
 from seed_core.config import EnvConfig, SeedConfig  # noqa: E402
+from seed_core.loader import with_overrides
 
 SHARED_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "alfworld"
 TASK_LINE = re.compile(r"Your task is to: [^\"]*")
@@ -46,7 +47,7 @@ def test_one_generated_game_per_task_type_is_solvable_on_the_real_engine(
     from seed_core.envs.alfworld import ALFWorldEnv
     from seed_core.generate_alfworld import REPORT, run_generate_alfworld
 
-    cfg = SeedConfig().with_overrides({"env.alfworld.num_generated_games": 6})
+    cfg = with_overrides(SeedConfig(), {"env.alfworld.num_generated_games": 6})
     start = time.perf_counter()
     metrics = run_generate_alfworld(cfg, tmp_path, max_object_types=4)
     seconds = time.perf_counter() - start

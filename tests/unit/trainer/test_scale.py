@@ -7,13 +7,14 @@ import torch
 from safetensors.torch import load_file
 
 from seed_core.config import ModelConfig, SeedConfig
+from seed_core.loader import with_overrides
 from seed_core.rl import run_rl_round
 from seed_core.trainer.checkpoint import ADAPTER_DIR
 from seed_core.trainer.scale import apply_lora, make_accelerator
 
 
 def _cfg(model: Path, **extra) -> SeedConfig:
-    return SeedConfig().with_overrides({
+    return with_overrides(SeedConfig(), {
         "model.path": str(model), "model.device": "cpu", "env.name": "sokoban", "env.max_steps": 2,
         "rl.algorithm": "grpo", "rl.tasks_per_round": 2, "rl.group_size": 2, "rl.lr": 1e-2, "rl.kl_coef": 0.0,
         "rl.mini_batch_size": 8, "rl.micro_batch_size": 8, "generation.max_new_tokens": 8,

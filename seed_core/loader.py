@@ -1,0 +1,223 @@
+"""The one way a config is made: a params file (``params.yaml``, a preset, a resolved JSON) plus dotted-key
+overrides, validated against the schema (``seed_core.config``) and then against the registries.
+
+Every entry point goes through here: ``seed ... -S KEY=VALUE`` (flows/cli.py), ``python -m flows.<stage>
+--params``, ``python -m seed_core.stages.<stage> --config X --set KEY=VALUE`` and code that derives a config
+(``with_overrides``). Errors name each bad key, its value, the allowed values and where the value came from:
+the file (``params.yaml``, ``preset presets/x.yaml``) or the override's origin (``-S``, ``--set``, ``--seed``).
+
+The registry check imports the registries (environments, backends, clients, algorithms, losses) inside
+``registry_fields``: they sit above the schema and load torch, which a flow's import must not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from seed_core.config import ConfigError, SeedConfig
+
+if TYPE_CHECKING:
+    from seed_core.registry import Registry
+
+
+def parse_overrides(items: Iterable[str], origin: str = "-S") -> dict[str, Any]:
+    """``["rl.opd_coef=0.02", "eval.splits=[a, b]"]`` -> ``{"rl.opd_coef": 0.02, "eval.splits": ["a", "b"]}``
+    (each value read as YAML)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{origin} expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def registry_fields(cfg: SeedConfig) -> Iterator[tuple[str, "Registry[Any]", str]]:
+    """Where each registry-key field of the config is checked: (dotted key, registry, value) triples."""
+    from seed_core.algorithms import ALGORITHMS, CHECKPOINT_METHODS, effective_rl
+    from seed_core.analyzer.clients import CLIENTS
+    from seed_core.envs import ENVS
+    from seed_core.losses import ADVANTAGES, DISTILL_LOSSES, POLICY_LOSSES
+    from seed_core.rollout.backends import BACKENDS
+
+    yield "env.name", ENVS, cfg.env.name
+    yield "generation.backend", BACKENDS, cfg.generation.backend
+    yield "annotate.client", CLIENTS, cfg.annotate.client
+    yield "rl.algorithm", ALGORITHMS, cfg.rl.algorithm
+    yield "rl.advantage", ADVANTAGES, cfg.rl.advantage
+    yield "rl.policy_loss", POLICY_LOSSES, cfg.rl.policy_loss
+    yield "rl.distill_loss", DISTILL_LOSSES, cfg.rl.distill_loss
+    if cfg.rl.algorithm in ALGORITHMS:  # a loss the algorithm fixes (skill_sd) must exist too
+        algo = ALGORITHMS.get(cfg.rl.algorithm)
+        yield f"rl.algorithm={algo.name}: distill_loss", DISTILL_LOSSES, effective_rl(cfg.rl, algo).distill_loss
+    for i, method in enumerate(cfg.sweep.methods):
+        if method not in CHECKPOINT_METHODS:
+            yield f"sweep.methods[{i}]", ALGORITHMS, method
+
+
+def unknown_names(cfg: SeedConfig) -> list[dict[str, Any]]:
+    """The first registry-key field whose value its registry does not hold, as a pydantic-style error."""
+    for dotted, registry, value in registry_fields(cfg):
+        if value not in registry:
+            return [{"type": "unknown_name", "loc": (), "input": value,
+                     "ctx": {"key": dotted, "value": value, "kind": registry.kind, "allowed": registry.names()}}]
+    return []
+
+
+def _close(word: object, names: list[str]) -> str:
+    """``; did you mean 'seed'?`` when a known name is close to ``word`` (difflib), else ``""``."""
+    close = difflib.get_close_matches(str(word), [str(n) for n in names], n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
+def _known(names: list[str], section: str) -> str:
+    return f"; known keys in {section or 'the config'}: {', '.join(names)}" if names else ""
+
+
+def _short(value: Any) -> str:
+    """A value for an error message, never a whole config section."""
+    if isinstance(value, dict):
+        return f"a mapping with keys {sorted(map(str, value))[:6]}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _field_at(loc: tuple[Any, ...]) -> tuple[type[BaseModel] | None, Any]:
+    """(section model holding the last key of ``loc``, that field's annotation or None)."""
+    model: Any = SeedConfig
+    for part in loc[:-1]:
+        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        if field is None:
+            return None, None
+        model = field.annotation
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return None, None
+    field = model.model_fields.get(loc[-1]) if loc else None
+    return model, field.annotation if field is not None else None
+
+
+def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], origin: str = "-S") -> dict[str, Any]:
+    """Set dotted keys in a (nested, plain) config mapping, checked against the schema (a partial file
+    may lack the key); an unknown key names the close known ones."""
+    for dotted, value in overrides.items():
+        parts, node = tuple(dotted.split(".")), data
+        for i, key in enumerate(parts):
+            section, annotation = _field_at(parts[: i + 1])
+            if section is None:  # inside a free-form mapping (chat_template_kwargs)
+                node = node if i == len(parts) - 1 else node.setdefault(key, {})
+            elif key not in section.model_fields:
+                known = list(section.model_fields)
+                raise ConfigError(f"{origin} {dotted}={value}: unknown key {key!r}"
+                                  f"{_close(key, known) or _known(known, '.'.join(parts[:i]))}")
+            elif i < len(parts) - 1:
+                if not isinstance(node.setdefault(key, {}), dict) or annotation is None or not (
+                        isinstance(annotation, type) and issubclass(annotation, BaseModel)
+                        or get_origin(annotation) is dict):
+                    raise ConfigError(f"{origin} {dotted}={value}: {'.'.join(parts[: i + 1])} is not a section")
+                node = node[key]
+        node[parts[-1]] = value
+    return data
+
+
+def _format_error(errors: list[Any], source: str, overrides: dict[str, Any], origin: str) -> str:
+    lines = ["invalid config:"]
+    for e in errors:
+        ctx = e.get("ctx") or {}
+        loc = tuple(e["loc"])
+        if e["type"] == "unknown_name":
+            key, value = ctx["key"], ctx["value"]
+        else:
+            key, value = ".".join(str(p) for p in loc) or "(top level)", e.get("input")
+        hit = next((k for k in overrides if key == k or key.startswith(k + ".")), None)
+        where = f"from {origin} {hit}={overrides[hit]}" if hit else f"in {source}"
+        if e["type"] == "unknown_name":
+            msg = f"not a known {ctx['kind']}{_close(value, ctx['allowed'])}; allowed: {', '.join(ctx['allowed'])}"
+        elif e["type"] == "extra_forbidden":
+            section, _ = _field_at(loc)
+            known = list(section.model_fields) if section else []
+            lines.append(f"  {key}: unknown key"
+                         f"{_close(loc[-1], known) or _known(known, '.'.join(map(str, loc[:-1])))} ({where})")
+            continue
+        elif e["type"] == "literal_error":
+            allowed = [str(a) for a in get_args(_field_at(loc)[1])]
+            msg = f"{e['msg']}{_close(value, allowed)}"
+        else:
+            msg = e["msg"]
+        lines.append(f"  {key} = {_short(value)}: {msg} ({where})")
+    return "\n".join(lines)
+
+
+def validate_config(data: dict[str, Any], source: str = "the config", overrides: dict[str, Any] | None = None,
+                    origin: str = "-S") -> SeedConfig:
+    """Validate a config mapping against the schema, then its registry keys against the registries; errors name
+    each bad key, its value and where it came from: ``source`` (``params.yaml``, ``preset presets/x.yaml``) or,
+    for keys in ``overrides``, ``origin`` (``-S``)."""
+    try:
+        cfg = SeedConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_error(err.errors(), source, overrides or {}, origin)) from None
+    unknown = unknown_names(cfg)
+    if unknown:
+        raise ConfigError(_format_error(unknown, source, overrides or {}, origin))
+    return cfg
+
+
+def with_overrides(cfg: SeedConfig, overrides: dict[str, Any], origin: str = "-S") -> SeedConfig:
+    """A copy of ``cfg`` with dotted-key overrides applied (``{"rl.opd_coef": 0.02}``), re-validated.
+
+    ``origin`` names where the overrides came from in error messages (``-S``, ``--set``, ``--algorithm``)."""
+    data = apply_overrides(cfg.model_dump(), overrides, origin)
+    return validate_config(data, source="the config", overrides=overrides, origin=origin)
+
+
+def describe_source(path: Path) -> str:
+    """How an error names a config file: ``params.yaml``, ``preset presets/x.yaml`` or ``config file X``."""
+    if path.name == "params.yaml":
+        return str(path) if path.parent != Path(".") else "params.yaml"
+    return f"preset {path}" if path.parent.name == "presets" else f"config file {path}"
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None, origin: str = "-S") -> SeedConfig:
+    """Load ``params.yaml`` (or a preset / resolved JSON) into a validated ``SeedConfig``, with dotted-key
+    ``overrides`` (from ``origin``: ``-S``, ``--set``, ``--algorithm``) applied before validation."""
+    path = Path(path)
+    source = describe_source(path)
+    if not path.is_file():
+        siblings = sorted(p.name for p in path.parent.glob(f"*{path.suffix}")) if path.parent.is_dir() else []
+        close = _close(path.name, siblings)
+        hint = close or (f"; files there: {', '.join(siblings)}" if siblings else "")
+        raise ConfigError(f"{source} does not exist{hint}")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{source} is not valid YAML/JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source} must hold a mapping of sections, got {type(data).__name__}")
+    if overrides:
+        data = apply_overrides(data, overrides, origin)
+    return validate_config(data, source=source, overrides=overrides, origin=origin)
+
+
+
+
+def stage_parser(description: str) -> argparse.ArgumentParser:
+    """The engine entry points' CLI: ``--config`` (a params file) and repeated ``--set KEY=VALUE``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--config", default="params.yaml", help="params.yaml, a preset, or a resolved_config.json")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override one config value, e.g. --set rl.opd_coef=0.02 (YAML-typed)")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> SeedConfig:
+    try:
+        overrides = parse_overrides(args.set, origin="--set")
+    except ConfigError as err:
+        raise SystemExit(str(err)) from None
+    return load_config(args.config, overrides or None, origin="--set")
