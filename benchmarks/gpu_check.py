@@ -85,7 +85,7 @@ def trainer_throughput(policy: Any, batch: int, length: int, steps: int) -> dict
 
 
 def iteration_ratio(cfg: Any, model: Path, work: Path) -> dict[str, Any]:
-    from seed_core.rl import run_rl_round
+    from seed_core.stages.rl import run_rl_round
 
     run_rl_round(with_overrides(cfg, {"rl.algorithm": "grpo"}), 0, model, work / "warmup")
     rounds = {a: run_rl_round(with_overrides(cfg, {"rl.algorithm": a}), 0, model, work / a) for a in ("grpo", "seed")}
@@ -119,7 +119,7 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="seed-gpu-check-"))
     if args.model == "tiny":
-        from seed_core.testing import build_tiny_analyzer_model
+        from seed_core.model_builders import build_tiny_analyzer_model
 
         model = build_tiny_analyzer_model(work / "tiny")
     else:

@@ -35,8 +35,8 @@ def main() -> None:
     import torch
 
     from seed_core.config import SeedConfig
-    from seed_core.rl import run_rl_round
-    from seed_core.testing import build_tiny_analyzer_model
+    from seed_core.stages.rl import run_rl_round
+    from seed_core.model_builders import build_tiny_analyzer_model
 
     torch.set_num_threads(args.threads)
     tmp = Path(tempfile.mkdtemp(prefix="seed-bench-"))

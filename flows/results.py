@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 
 from flows import services
-from seed_core.report import TABLE_ARTIFACT, headline_metrics
 from seed_core.config import endpoint_env
+from seed_core.stages.report import TABLE_ARTIFACT, headline_metrics
 from seed_core.tracking import Tracker
 
 RESULTS_KEY = "seed-results"

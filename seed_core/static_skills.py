@@ -23,12 +23,11 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import Iterable, Sequence
 
-from seed_core.io import DataFileError, atomic_write_text
-
-if TYPE_CHECKING:
-    from seed_core.config import SeedConfig
+from seed_core.config import SeedConfig, project_root
+from seed_core.io import DataFileError, atomic_write_text, read_records
+from seed_core.types import AnnotationRecord, StepRecord
 
 GENERAL_FILE = "general_skills.md"
 MAPPING_FILE = "skill_mapping.json"
@@ -111,9 +110,6 @@ def aggregate(skills_by_type: dict[str, Sequence[str]], per_type: int = 3, gener
 
 def from_annotations(annotations_path: str | Path, trajectories_path: str | Path) -> StaticSkills:
     """``aggregate`` over the parsed Stage-1 annotations, typed by their trajectory's task type."""
-    from seed_core.io import read_records
-    from seed_core.types import AnnotationRecord, StepRecord
-
     types = {r.traj_id: r.task_type for r in read_records(trajectories_path, StepRecord)}
     grouped: dict[str, list[str]] = defaultdict(list)
     for a in read_records(annotations_path, AnnotationRecord):
@@ -127,13 +123,11 @@ def resolve(static_skills_dir: str, default_dir: str | Path) -> StaticSkills:
     return load(static_skills_dir or default_dir)
 
 
-def default_dir(cfg: "SeedConfig") -> Path:
+def default_dir(cfg: SeedConfig) -> Path:
     """Where the annotate stage writes the aggregated library: ``<data_dir>/annotate/static_skills``."""
-    from seed_core.config import project_root
-
     return project_root() / cfg.project.data_dir / "annotate" / "static_skills"
 
 
-def for_config(cfg: "SeedConfig") -> StaticSkills:
+def for_config(cfg: SeedConfig) -> StaticSkills:
     """``rl.static_skills_dir`` when set, else the aggregated library of this project's annotate stage."""
     return resolve(cfg.rl.static_skills_dir, default_dir(cfg))

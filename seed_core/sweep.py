@@ -40,11 +40,11 @@ def run_seed_cell(cfg: SeedConfig, base_model: Path, out_dir: Path, methods: Seq
     """One seed of the sweep (see module docstring); returns and writes ``out_dir/results.json``."""
     import pandas as pd
 
-    from seed_core.annotate import run_annotate
-    from seed_core.collect import run_collect
-    from seed_core.evaluate import run_evaluate
-    from seed_core.rl import run_rl
-    from seed_core.sft import run_sft
+    from seed_core.stages.annotate import run_annotate
+    from seed_core.stages.collect import run_collect
+    from seed_core.stages.evaluate import run_evaluate
+    from seed_core.stages.rl import run_rl
+    from seed_core.stages.sft import run_sft
 
     tracker = tracker or NullTracker()
     out_dir = Path(out_dir)

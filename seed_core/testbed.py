@@ -101,7 +101,7 @@ def train_tokenizer(texts: list[str], vocab_size: int) -> Any:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from seed_core.models import CHATML_TEMPLATE, TINY_SPECIAL_TOKENS
+    from seed_core.model_builders import CHATML_TEMPLATE, TINY_SPECIAL_TOKENS
 
     bpe = Tokenizer(models.BPE())
     # every digit its own token, so a number in the observation and the same number in the answer are the
@@ -125,7 +125,7 @@ def build_testbed_model(cfg: SeedConfig, out_dir: str | Path) -> Path:
     from transformers import AutoModelForCausalLM, Qwen2Config
 
     from seed_core.io import write_json
-    from seed_core.models import _build_atomically
+    from seed_core.model_builders import _build_atomically
     from seed_core.models import make_encoder
     from seed_core.trainer.sft import run_sft_loop, tokenize_examples
 

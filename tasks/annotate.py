@@ -27,6 +27,6 @@ def worth_retrying(task: Any, task_run: Any, state: Any) -> bool:
       retry_condition_fn=worth_retrying)
 def annotate(cfg: SeedConfig, collect_dir: Path, out_dir: Path, tracker: Tracker) -> dict[str, float]:
     """Trajectories -> ``out_dir/annotations.parquet`` and the SFT examples ``out_dir/sft_examples.jsonl``."""
-    from seed_core.annotate import run_annotate
+    from seed_core.stages.annotate import run_annotate
 
     return run_annotate(cfg, collect_dir, out_dir, tracker=tracker)

@@ -14,6 +14,6 @@ from seed_core.tracking import Tracker
 @task(name="collect", cache_policy=NO_CACHE)
 def collect(cfg: SeedConfig, model_dir: Path, out_dir: Path, tracker: Tracker) -> dict[str, float]:
     """Roll out ``collect.num_tasks`` x ``collect.group_size`` episodes -> ``out_dir/trajectories.parquet``."""
-    from seed_core.collect import run_collect
+    from seed_core.stages.collect import run_collect
 
     return run_collect(cfg, model_dir, out_dir, tracker=tracker)

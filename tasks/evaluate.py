@@ -14,6 +14,6 @@ from seed_core.tracking import Tracker
 @task(name="evaluate", cache_policy=NO_CACHE, task_run_name="evaluate-{method}")
 def evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str, tracker: Tracker) -> dict[str, float]:
     """Play ``eval.num_tasks`` episodes per split -> ``out_dir/episodes.parquet`` and ``metrics.json``."""
-    from seed_core.evaluate import run_evaluate
+    from seed_core.stages.evaluate import run_evaluate
 
     return run_evaluate(cfg, checkpoint, out_dir, method, tracker=tracker)

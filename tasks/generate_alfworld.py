@@ -13,6 +13,6 @@ from seed_core.config import SeedConfig
 @task(name="generate_alfworld", cache_policy=NO_CACHE)
 def generate_alfworld(cfg: SeedConfig, out_dir: Path) -> dict[str, float]:
     """``env.alfworld.num_generated_games`` games checked solvable on the real engine -> ``out_dir``."""
-    from seed_core.generate_alfworld import run_generate_alfworld
+    from seed_core.stages.generate_alfworld import run_generate_alfworld
 
     return run_generate_alfworld(cfg, out_dir)

@@ -16,6 +16,6 @@ def report(eval_dirs: dict[str, Path], rl_dirs: dict[str, Path], out_dir: Path, 
            tracker: Tracker | None = None) -> dict[str, float]:
     """Evaluation episodes + RL curves -> ``out_dir/table.{md,csv}`` and ``out_dir/curve_*.png`` (and the
     table and curves to ``tracker``: MLflow ``log_table`` / ``log_figure``)."""
-    from seed_core.report import run_report
+    from seed_core.stages.report import run_report
 
     return run_report(eval_dirs, rl_dirs, out_dir, cfg, tracker)

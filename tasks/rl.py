@@ -19,7 +19,7 @@ def rl_round(cfg: SeedConfig, round_idx: int, init_checkpoint: Path, out_dir: Pa
     The frozen analyzer of ``seed_static``-like algorithms is ``rl.analyzer_checkpoint``, by default
     ``init_checkpoint`` (the Stage-1 SFT checkpoint, a declared DVC dependency of the stage).
     """
-    from seed_core.rl import round_dir, run_rl_round
+    from seed_core.stages.rl import round_dir, run_rl_round
     from seed_core.io import read_metrics
     from tasks.launch import is_launched, run_launched
 
@@ -27,7 +27,7 @@ def rl_round(cfg: SeedConfig, round_idx: int, init_checkpoint: Path, out_dir: Pa
         return run_rl_round(cfg, round_idx, init_checkpoint, out_dir, tracker=tracker, fingerprint=fingerprint)
     done = round_dir(out_dir, round_idx)
     if not (done / "DONE").is_file():  # normally `rl_launch` ran every round already
-        run_launched(cfg, "seed_core.rl", out_dir, ["--init", str(init_checkpoint), "--out", str(out_dir),
+        run_launched(cfg, "seed_core.stages.rl", out_dir, ["--init", str(init_checkpoint), "--out", str(out_dir),
                                                      "--round", str(round_idx)])
     metrics = read_metrics(done / "metrics.json")
     tracker.log_metrics(metrics, step=round_idx)
@@ -40,12 +40,12 @@ def rl_launch(cfg: SeedConfig, init_checkpoint: Path, out_dir: Path) -> None:
     processes, and their vLLM engines, start once per stage, not once per round)."""
     from tasks.launch import run_launched
 
-    run_launched(cfg, "seed_core.rl", out_dir, ["--init", str(init_checkpoint), "--out", str(out_dir)])
+    run_launched(cfg, "seed_core.stages.rl", out_dir, ["--init", str(init_checkpoint), "--out", str(out_dir)])
 
 
 @task(name="rl_finalize", cache_policy=NO_CACHE)
 def rl_finalize(cfg: SeedConfig, out_dir: Path) -> dict[str, float]:
     """The last round's policy -> ``out_dir/checkpoint``; per-round metrics -> ``out_dir/curve.csv``."""
-    from seed_core.rl import finalize_rl
+    from seed_core.stages.rl import finalize_rl
 
     return finalize_rl(cfg, out_dir)

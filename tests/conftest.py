@@ -33,7 +33,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A ~1M-parameter random Qwen2 + trained BPE tokenizer with a ChatML template (built once, < 1 s)."""
-    from seed_core.models import build_tiny_model
+    from seed_core.model_builders import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny-qwen2")
 

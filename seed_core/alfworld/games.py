@@ -41,7 +41,7 @@ _LABEL_KEYS: dict[str, str] = {
     "pick_and_place": "pick",
 }
 
-GENERATE_HINT = "python -m seed_core.generate_alfworld --config params.yaml --out data/alfworld_games"
+GENERATE_HINT = "python -m seed_core.stages.generate_alfworld --config params.yaml --out data/alfworld_games"
 
 
 class ALFWorldDataError(FileNotFoundError):

@@ -25,6 +25,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from seed_core.alfworld.engine import INSTALL_HINT
+
 KITCHENS, LIVING_ROOMS, BEDROOMS, BATHROOMS = (range(1, 31), range(201, 231), range(301, 331), range(401, 431))
 UNSEEN_FLOOR_PLANS = frozenset({10, 219, 308, 424})
 """The rooms of ``valid_unseen``; generated training games never use them (they stay out of distribution)."""
@@ -61,8 +63,6 @@ def wheel_data() -> WheelData:
     """Read the affordance tables once (imports ``alfworld.gen.constants`` lazily)."""
     spec = importlib.util.find_spec("alfworld")
     if spec is None or not spec.submodule_search_locations:
-        from seed_core.alfworld.engine import INSTALL_HINT
-
         raise ModuleNotFoundError(INSTALL_HINT)
     from alfworld.gen import constants as c
 

@@ -112,7 +112,7 @@ def load_data(settings: SearchQASettings) -> QAData:
     root = _data_root(settings)
     if not root.is_dir():
         raise FileNotFoundError(f"env.search_qa.data_dir {root} does not exist; generate it with "
-                                f"`python -m seed_core.data_gen.qa_corpus --out {settings.data_dir}` or set it to ''")
+                                f"`python -m seed_core.generate_data search_qa --out {settings.data_dir}` or set it to ''")
     splits = {p.stem: read_split(p) for p in sorted(root.glob("*.parquet"))}
     if not splits:
         raise FileNotFoundError(f"env.search_qa.data_dir {root} holds no <split>.parquet files")

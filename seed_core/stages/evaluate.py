@@ -1,6 +1,6 @@
 """Evaluation: the policy alone (no analyzer, no skill), success per environment, split and task type.
 
-    python -m seed_core.evaluate --config params.yaml --checkpoint data/rl/seed/checkpoint --method seed --out data/eval/seed
+    python -m seed_core.stages.evaluate --config params.yaml --checkpoint data/rl/seed/checkpoint --method seed --out data/eval/seed
 
 With ``eval.with_skills`` every task is also played with the static skill of its task type in the prompt
 (``seed_core.static_skills``; rows with ``skill_prompt = True``, metrics ``eval/with_skills/...``): the

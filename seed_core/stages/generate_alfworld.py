@@ -1,6 +1,6 @@
 """Stage: generate solvable ALFWorld training games from the data the ``alfworld`` wheel ships.
 
-    python -m seed_core.generate_alfworld --config params.yaml --out data/alfworld_games
+    python -m seed_core.stages.generate_alfworld --config params.yaml --out data/alfworld_games
 
 Builds ``env.alfworld.num_generated_games`` games, the six task types in turn (pick, look, clean,
 heat, cool, pick2), game ``i`` seeded by ``project.seed`` and ``i``; each is kept only when the

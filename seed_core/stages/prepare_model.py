@@ -7,7 +7,7 @@ user's own Hugging Face directory, which is only checked. Builds are atomic and 
 complete (the testbed depends on the ``testbed`` and ``env`` config: under DVC the stage rebuilds it when
 they change; outside DVC delete the directory to rebuild).
 
-    python -m seed_core.prepare_model --config params.yaml [--out DIR]
+    python -m seed_core.stages.prepare_model --config params.yaml [--out DIR]
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import Any, Callable
 
 from seed_core.config import SeedConfig, models_root
 from seed_core.loader import load_config
-from seed_core.models import build_tiny_model, is_complete_model_dir, prepare_smollm2, resolve_model_path
+from seed_core.model_builders import build_tiny_model, is_complete_model_dir, prepare_smollm2
+from seed_core.models import resolve_model_path
 from seed_core.registry import Registry
 from seed_core.testbed import build_testbed_model
 

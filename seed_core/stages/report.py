@@ -52,7 +52,7 @@ SUCCESS_COLUMN = "rollout/success_rate"
 """Curve column drawn in ``curve_success.png``: training success of each round's on-policy rollouts."""
 LOSS_COLUMNS = ("rl/pg_loss", "rl/kl_loss", "rl/opd_loss", "rl/entropy", "rl/gate_mean", "rl/gate_active_ratio",
                 "rl/clip_frac")
-"""Curve columns (the RL round metrics of seed_core.rl) drawn in ``curve_losses.png`` when present."""
+"""Curve columns (the RL round metrics of seed_core.stages.rl) drawn in ``curve_losses.png`` when present."""
 
 
 def load_episodes(eval_dirs: dict[str, Path]) -> pd.DataFrame:

@@ -1,6 +1,6 @@
 """Stage 2: RL rounds. One round = rollout -> self-analysis -> old/teacher/ref log-probs -> PPO update.
 
-    python -m seed_core.rl --config params.yaml --init data/sft/checkpoint --out data/rl/seed
+    python -m seed_core.stages.rl --config params.yaml --init data/sft/checkpoint --out data/rl/seed
 
 Each round writes ``round_XXX/`` (checkpoint, optimizer state, trajectories, annotations, metrics)
 atomically: it is built in a temporary directory and renamed at the end, so a killed round leaves

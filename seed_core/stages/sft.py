@@ -1,6 +1,6 @@
 """Stage 1c: fine-tune the backbone on the analyzer examples (and optional expert demonstrations).
 
-    python -m seed_core.sft --config params.yaml --model data/models/smollm2-135m-instruct \
+    python -m seed_core.stages.sft --config params.yaml --model data/models/smollm2-135m-instruct \
         --annotate data/annotate --out data/sft
 """
 

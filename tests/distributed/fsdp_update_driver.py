@@ -4,7 +4,7 @@
     accelerate launch --config_file configs/accelerate/cpu_2proc_fsdp.yaml \
         tests/distributed/fsdp_update_driver.py MODEL_DIR REF_DIR OUT_DIR MICRO                     # FSDP2, gloo
 
-The same steps as ``seed_core.rl``: ``make_accelerator``, ``accelerator.prepare`` (policy), ``prepare_reference``
+The same steps as ``seed_core.stages.rl``: ``make_accelerator``, ``accelerator.prepare`` (policy), ``prepare_reference``
 (KL reference, loaded from REF_DIR, another model, so the KL term is not 0), ``rl_update``, ``save_policy``
 (full state dict gathered on rank 0 -> plain HF directory). Rank 0 writes ``OUT_DIR/result.json`` (metrics,
 layout, how each rank's parameters are sharded) and ``OUT_DIR/checkpoint``.
@@ -50,7 +50,7 @@ def main() -> None:
     accelerator = make_accelerator(model_cfg)
     policy = load_policy(model_cfg)
     optimizer = torch.optim.AdamW(policy.model.parameters(), lr=1e-3)
-    model, optimizer = accelerator.prepare(policy.model, optimizer)  # the order of seed_core.rl
+    model, optimizer = accelerator.prepare(policy.model, optimizer)  # the order of seed_core.stages.rl
     ref = prepare_reference(accelerator, load_policy(model_cfg, ref_dir, trainable=False).model)
     cfg = RLConfig(mini_batch_size=6, micro_batch_size=micro, kl_coef=0.01, entropy_coef=0.001, opd_coef=0.5)
     metrics = rl_update(model, optimizer, fixed_samples(), cfg=cfg, algorithm=ALGORITHMS.get("seed"),

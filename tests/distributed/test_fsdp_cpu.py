@@ -1,7 +1,7 @@
 """FSDP2 (torch ``fully_shard``) on 2 CPU processes over gloo: the trainer's sharded path without a GPU.
 
 ``configs/accelerate/cpu_2proc_fsdp.yaml`` is the FSDP launch config of the GPU layouts with 2 processes and no
-mixed precision. The driver runs the steps of ``seed_core.rl``: sharded policy (``accelerator.prepare``), sharded
+mixed precision. The driver runs the steps of ``seed_core.stages.rl``: sharded policy (``accelerator.prepare``), sharded
 KL reference (``prepare_reference``), one ``rl_update``, ``save_policy`` (full state dict gathered on rank 0).
 The result must equal a plain 1-process run: same loss, same updated weights, a plain HF checkpoint.
 """
@@ -52,7 +52,7 @@ def _weights(checkpoint: Path) -> dict[str, torch.Tensor]:
 
 @pytest.mark.timeout(600)
 def test_fsdp2_two_cpu_processes_match_one_process(tiny_model_dir: Path, tmp_path: Path):
-    from seed_core.models import build_tiny_model
+    from seed_core.model_builders import build_tiny_model
 
     ref_dir = build_tiny_model(tmp_path / "ref", seed=1)  # a KL reference that differs from the policy
     args = [str(DRIVER), str(tiny_model_dir), str(ref_dir)]

@@ -61,7 +61,7 @@ def test_two_process_update_matches_one_process(tiny_model_dir: Path, tmp_path: 
 
 @pytest.mark.timeout(600)
 def test_two_process_rl_round_writes_one_round_from_both_ranks(tiny_model_dir: Path, tmp_path: Path):
-    """``accelerate launch -m seed_core.rl``: each rank plays its share of the tasks, trains on the gathered
+    """``accelerate launch -m seed_core.stages.rl``: each rank plays its share of the tasks, trains on the gathered
     batch, and the main process writes one round with every rank's trajectories and a plain checkpoint."""
     from seed_core.config import SeedConfig
     from seed_core.io import read_records
@@ -75,7 +75,7 @@ def test_two_process_rl_round_writes_one_round_from_both_ranks(tiny_model_dir: P
     config = tmp_path / "config.json"
     config.write_text(cfg.model_dump_json())
     out = tmp_path / "rl"
-    _run(_accelerate_launch(2, "-m", "seed_core.rl", "--config", str(config), "--init", str(tiny_model_dir),
+    _run(_accelerate_launch(2, "-m", "seed_core.stages.rl", "--config", str(config), "--init", str(tiny_model_dir),
                             "--out", str(out)))
     round_dir = out / "round_000"
     assert (round_dir / "DONE").is_file() and (out / "checkpoint" / "model.safetensors").is_file()

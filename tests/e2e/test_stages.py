@@ -1,6 +1,6 @@
 """The stage chain run through the engine alone (no Prefect, no DVC): collect -> annotate -> sft -> rl -> eval.
 
-The last stage also runs as ``python -m seed_core.evaluate --config resolved_config.json`` in a subprocess.
+The last stage also runs as ``python -m seed_core.stages.evaluate --config resolved_config.json`` in a subprocess.
 """
 
 import json
@@ -9,14 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from seed_core.annotate import run_annotate
-from seed_core.collect import run_collect
 from seed_core.config import SeedConfig
-from seed_core.evaluate import run_evaluate
 from seed_core.io import read_records
 from seed_core.loader import with_overrides
-from seed_core.rl import finalize_rl, run_rl
-from seed_core.sft import run_sft
+from seed_core.stages.annotate import run_annotate
+from seed_core.stages.collect import run_collect
+from seed_core.stages.evaluate import run_evaluate
+from seed_core.stages.rl import finalize_rl, run_rl
+from seed_core.stages.sft import run_sft
 from seed_core.types import AnnotationRecord, EvalRecord, StepRecord
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +57,7 @@ def test_stage_chain_on_tiny_model(tiny_model_dir, tmp_path):
 
     resolved = tmp_path / "rl" / "resolved_config.json"
     out = subprocess.run(
-        [sys.executable, "-m", "seed_core.evaluate", "--config", str(resolved), "--checkpoint",
+        [sys.executable, "-m", "seed_core.stages.evaluate", "--config", str(resolved), "--checkpoint",
          str(tmp_path / "rl" / "checkpoint"), "--method", "grpo", "--out", str(tmp_path / "eval_cli")],
         cwd=ROOT, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

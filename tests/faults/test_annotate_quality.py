@@ -9,10 +9,10 @@ from typing import Callable
 
 import pytest
 
-from seed_core.annotate import CACHE_FILE, AnnotationQualityError, main, run_annotate
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import DataFileError, write_records
 from seed_core.loader import with_overrides
+from seed_core.stages.annotate import CACHE_FILE, AnnotationQualityError, main, run_annotate
 from seed_core.types import StepRecord
 from tests.faults import openai_server as fs
 from tests.faults.helpers import marker, write_collect

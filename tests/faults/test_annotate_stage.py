@@ -12,11 +12,11 @@ import pytest
 
 from seed_core.analyzer.annotate import skills_by_traj
 from seed_core.analyzer.clients import AnalyzerSetupError
-from seed_core.annotate import CACHE_FILE, run_annotate
 from seed_core.config import ConfigError, SeedConfig, flatten
 from seed_core.contexts import TEACHER_CONTEXTS, Encoders, hindsight_skills
 from seed_core.io import read_records
 from seed_core.loader import with_overrides
+from seed_core.stages.annotate import CACHE_FILE, run_annotate
 from seed_core.trainer.rl_step import build_samples
 from seed_core.types import AnnotationRecord
 from tests.faults import openai_server as fs
@@ -154,7 +154,7 @@ def test_stage1_stops_before_any_work_when_the_endpoint_is_unusable(
 
 def test_the_cli_turns_setup_errors_into_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                   openai_cfg: SeedConfig) -> None:
-    from seed_core.annotate import main
+    from seed_core.stages.annotate import main
     from seed_core.config import dump_resolved
 
     write_collect(tmp_path / "collect", 2)

@@ -9,11 +9,11 @@ from typing import Callable
 
 import pytest
 
-from seed_core.annotate import run_annotate
 from seed_core.config import ModelConfig, SeedConfig
 from seed_core.io import DataFileError
 from seed_core.loader import with_overrides
 from seed_core.models import CorruptModelError, load_policy
+from seed_core.stages.annotate import run_annotate
 from tests.faults import openai_server as fs
 from tests.faults.helpers import write_collect
 
@@ -65,7 +65,7 @@ def test_a_truncated_checkpoint_names_the_weights_file(tiny_model_dir: Path, tmp
 
 def test_a_truncated_resume_checkpoint_stops_the_rl_round(tiny_model_dir: Path, tmp_path: Path) -> None:
     """A finished round whose checkpoint was damaged afterwards: the next round names the file."""
-    from seed_core.rl import run_rl_round
+    from seed_core.stages.rl import run_rl_round
     from seed_core.resume import RESUME_FILE, rl_fingerprint
 
     done = tmp_path / "rl" / "round_000"

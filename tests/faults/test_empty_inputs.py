@@ -31,21 +31,21 @@ def _search_qa_with_empty(tmp_path: Path, split: str) -> SeedConfig:
 
 
 def test_collect_refuses_an_empty_train_split(tmp_path: Path) -> None:
-    from seed_core.collect import run_collect
+    from seed_core.stages.collect import run_collect
 
     with pytest.raises(DataFileError, match=r"env 'search_qa' has no tasks in split 'train' \(asked for 8\)"):
         run_collect(_search_qa_with_empty(tmp_path, "train"), NO_MODEL, tmp_path / "out")
 
 
 def test_evaluate_refuses_an_empty_split(tmp_path: Path) -> None:
-    from seed_core.evaluate import run_evaluate
+    from seed_core.stages.evaluate import run_evaluate
 
     with pytest.raises(DataFileError, match=r"env 'search_qa' has no tasks in split 'test'"):
         run_evaluate(_search_qa_with_empty(tmp_path, "test"), NO_MODEL, tmp_path / "out", "vanilla")
 
 
 def test_sft_refuses_an_empty_annotation_set_and_clears_stale_outputs(tmp_path: Path) -> None:
-    from seed_core.sft import run_sft
+    from seed_core.stages.sft import run_sft
 
     annotate = tmp_path / "annotate"
     annotate.mkdir()
@@ -57,7 +57,7 @@ def test_sft_refuses_an_empty_annotation_set_and_clears_stale_outputs(tmp_path: 
 
 
 def test_sft_refuses_missing_expert_rows_and_an_interrupted_run_does_not_look_done(tmp_path: Path) -> None:
-    from seed_core.sft import run_sft
+    from seed_core.stages.sft import run_sft
 
     annotate, out = tmp_path / "annotate", tmp_path / "sft"
     annotate.mkdir()
@@ -76,7 +76,7 @@ def test_sft_refuses_missing_expert_rows_and_an_interrupted_run_does_not_look_do
 
 
 def test_report_refuses_an_empty_evaluation(tmp_path: Path) -> None:
-    from seed_core.report import run_report
+    from seed_core.stages.report import run_report
 
     write_records([], tmp_path / "eval" / "sft" / "episodes.parquet", EvalRecord)
     with pytest.raises(DataFileError, match=r"sft/episodes.parquet has 0 rows; rerun the evaluate@sft stage"):

@@ -18,12 +18,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from seed_core.annotate import CACHE_FILE, run_annotate
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import read_records
 from seed_core.loader import with_overrides
-from seed_core.rl import round_dir, run_rl, run_rl_round
 from seed_core.resume import RESUME_FILE, rl_fingerprint
+from seed_core.stages.annotate import CACHE_FILE, run_annotate
+from seed_core.stages.rl import round_dir, run_rl, run_rl_round
 from seed_core.types import AnnotationRecord, StepRecord
 from tests.faults import openai_server as fs
 from tests.faults.helpers import marker, write_collect
@@ -76,7 +76,7 @@ def test_annotate_killed_midway_resends_only_the_missing_and_matches(
     run_annotate(cfg, collect, reference)  # uninterrupted
 
     log = tmp_path / "killed.log"
-    proc = start_stage("seed_core.annotate", log, "--config", dump_resolved(cfg, tmp_path / "cfg.json"),
+    proc = start_stage("seed_core.stages.annotate", log, "--config", dump_resolved(cfg, tmp_path / "cfg.json"),
                        "--collect", collect, "--out", killed)
     kill_when(proc, lambda: len(complete_lines(killed / CACHE_FILE)) >= 4, log)
     cached = {json.loads(line)["record"]["traj_id"] for line in complete_lines(killed / CACHE_FILE)}
@@ -127,7 +127,7 @@ def test_rl_round_killed_midway_resumes_and_matches(tiny_model_dir: Path, tmp_pa
     run_rl_round(cfg, 1, tiny_model_dir, reference)  # uninterrupted
 
     log = tmp_path / "killed.log"
-    proc = start_stage("seed_core.rl", log, "--config", dump_resolved(cfg, tmp_path / "cfg.json"),
+    proc = start_stage("seed_core.stages.rl", log, "--config", dump_resolved(cfg, tmp_path / "cfg.json"),
                        "--init", tiny_model_dir, "--out", killed)
     kill_when(proc, lambda: b"rollout:" in log.read_bytes(), log)  # round 1 is playing its episodes
     assert not round_dir(killed, 1).exists()

@@ -13,8 +13,8 @@ import torch
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import DataFileError
 from seed_core.loader import with_overrides
-from seed_core.rl import finalize_rl, round_dir, run_rl, run_rl_round
 from seed_core.resume import StaleRoundsError, rl_fingerprint
+from seed_core.stages.rl import finalize_rl, round_dir, run_rl, run_rl_round
 
 
 def tiny_rl_config(model_dir: Path, rounds: int = 1) -> SeedConfig:
@@ -69,7 +69,7 @@ def test_a_finished_round_from_another_config_or_init_is_refused(
 def test_a_missing_init_is_named_and_the_cli_exits_with_one_line(
     finished_run: tuple[SeedConfig, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from seed_core.rl import main
+    from seed_core.stages.rl import main
 
     cfg, out = finished_run
     with pytest.raises(DataFileError, match=r"the starting checkpoint /nonexistent does not exist \(--init"):

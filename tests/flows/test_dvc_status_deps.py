@@ -16,7 +16,7 @@ from tests.unit.test_dvc_deps import ROOT, dvc_deps
 
 EDITED = ["seed_core/webshop/reward.py", "seed_core/retrieval/bm25.py", "seed_core/alfworld/generator.py",
           "seed_core/trainer/sft.py", "seed_core/trainer/rl_step.py", "seed_core/analyzer/cache.py",
-          "seed_core/rollout/expert.py", "seed_core/rollout/vllm_worker.py", "seed_core/report.py",
+          "seed_core/rollout/expert.py", "seed_core/rollout/vllm_worker.py", "seed_core/stages/report.py",
           "seed_core/losses/policy.py", "seed_core/data_gen/names.py", "seed_core/envs/sokoban.py"]
 
 

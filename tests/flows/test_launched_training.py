@@ -36,7 +36,7 @@ def test_a_missing_accelerate_config_is_named(tmp_path):
 
     cfg = with_overrides(SeedConfig(), {"project.accelerate_config": "configs/accelerate/nope.yaml"})
     with pytest.raises(FileNotFoundError, match="nope.yaml.*configs/accelerate"):
-        run_launched(cfg, "seed_core.rl", tmp_path, [])
+        run_launched(cfg, "seed_core.stages.rl", tmp_path, [])
 
 
 @pytest.mark.timeout(600)

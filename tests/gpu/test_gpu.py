@@ -40,7 +40,7 @@ def _vllm_python() -> str:
 def _cfg(**extra: object) -> SeedConfig:
     model = _model()
     if not (model / "config.json").is_file():
-        pytest.fail(f"{model} is not a model directory: set SEED_GPU_MODEL or run python -m seed_core.prepare_model")
+        pytest.fail(f"{model} is not a model directory: set SEED_GPU_MODEL or run python -m seed_core.stages.prepare_model")
     return with_overrides(SeedConfig(), {
         "model.path": str(model), "model.device": "cuda", "model.dtype": "bfloat16", "env.name": "sokoban",
         "env.max_steps": 4, "rl.tasks_per_round": 4, "rl.group_size": 4, "rl.mini_batch_size": 256,
@@ -92,7 +92,7 @@ def test_greedy_vllm_matches_greedy_hf_on_most_prompts():
 def test_one_seed_iteration_on_gpu(backend, tmp_path):
     from safetensors.torch import load_file
 
-    from seed_core.rl import run_rl_round
+    from seed_core.stages.rl import run_rl_round
 
     extra = {"generation.backend": backend, "rl.algorithm": "seed"}
     if backend == "vllm":
@@ -110,7 +110,7 @@ def test_one_seed_iteration_on_gpu(backend, tmp_path):
 
 
 def test_rl_resumes_after_the_last_finished_round(tmp_path):
-    from seed_core.rl import run_rl
+    from seed_core.stages.rl import run_rl
 
     cfg = _cfg(**{"rl.algorithm": "grpo", "rl.rounds": 1, "rl.save_every": 1})
     run_rl(cfg, _model(), tmp_path / "rl")

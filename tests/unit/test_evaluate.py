@@ -10,9 +10,9 @@ import pytest
 
 from seed_core.config import EnvConfig
 from seed_core.envs import make_env
-from seed_core.evaluate import success_table, to_eval_records
 from seed_core.io import read_records, write_records
 from seed_core.rollout.collector import rollout, rollout_metrics
+from seed_core.stages.evaluate import success_table, to_eval_records
 from seed_core.types import EvalRecord, Task
 from seed_core.webshop.catalog import Catalog, Goal, Product
 from seed_core.webshop.sim import ShopSearch

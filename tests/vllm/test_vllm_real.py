@@ -63,7 +63,7 @@ def gen_cfg() -> GenerationConfig:
 def smollm2() -> Path:
     path = models_root() / "smollm2-135m-instruct"
     if not (path / "config.json").is_file():
-        pytest.skip(f"{path} missing: python -m seed_core.prepare_model --config params.yaml")
+        pytest.skip(f"{path} missing: python -m seed_core.stages.prepare_model --config params.yaml")
     return path
 
 

@@ -25,9 +25,9 @@ pytestmark = [
 @pytest.mark.timeout(900)
 def test_seed_rounds_on_vllm_follow_the_policy(tmp_path):
     from seed_core.io import read_records
-    from seed_core.rl import run_rl_round
+    from seed_core.stages.rl import run_rl_round
     from seed_core.rollout.vllm_engine import POOL
-    from seed_core.testing import build_tiny_analyzer_model
+    from seed_core.model_builders import build_tiny_analyzer_model
     from seed_core.types import StepRecord
 
     model = build_tiny_analyzer_model(tmp_path / "analyzer")

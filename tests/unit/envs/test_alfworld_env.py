@@ -66,7 +66,7 @@ def test_missing_data_says_what_to_set_or_run(tmp_path: Path, monkeypatch: pytes
     cfg = EnvConfig(name="alfworld", alfworld={"generated_dir": str(tmp_path / "none")})
     with pytest.raises(ALFWorldDataError, match="ALFWORLD_DATA"):
         ALFWorldEnv(cfg).make_tasks("valid_seen", 1, seed=0)
-    with pytest.raises(ALFWorldDataError, match="python -m seed_core.generate_alfworld"):
+    with pytest.raises(ALFWorldDataError, match="python -m seed_core.stages.generate_alfworld"):
         ALFWorldEnv(cfg).make_tasks("train", 1, seed=0)
 
 

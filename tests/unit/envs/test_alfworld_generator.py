@@ -45,7 +45,7 @@ def test_one_generated_game_per_task_type_is_solvable_on_the_real_engine(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from seed_core.alfworld.scenes import UNSEEN_FLOOR_PLANS
     from seed_core.envs.alfworld import ALFWorldEnv
-    from seed_core.generate_alfworld import REPORT, run_generate_alfworld
+    from seed_core.stages.generate_alfworld import REPORT, run_generate_alfworld
 
     cfg = with_overrides(SeedConfig(), {"env.alfworld.num_generated_games": 6})
     start = time.perf_counter()
@@ -74,7 +74,7 @@ def test_one_generated_game_per_task_type_is_solvable_on_the_real_engine(
 
 
 def test_generator_refuses_to_overwrite_a_foreign_directory(tmp_path: Path) -> None:
-    from seed_core.generate_alfworld import run_generate_alfworld
+    from seed_core.stages.generate_alfworld import run_generate_alfworld
 
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(FileExistsError, match="refusing to overwrite"):

@@ -8,7 +8,7 @@ from safetensors.torch import load_file
 
 from seed_core.config import ModelConfig, SeedConfig
 from seed_core.loader import with_overrides
-from seed_core.rl import run_rl_round
+from seed_core.stages.rl import run_rl_round
 from seed_core.trainer.checkpoint import ADAPTER_DIR
 from seed_core.trainer.scale import apply_lora, make_accelerator
 
