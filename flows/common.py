@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+import yaml
+
 from seed_core.algorithms import ALGORITHMS
 from seed_core.config import ConfigError, SeedConfig, project_root
 from seed_core.loader import load_config
 from seed_core.resume import RESUME_FILE
-from seed_core.tracking import RunTracker, Tracker, dvc_lock_md5s, open_run
+from seed_core.tracking import RunTracker, Tracker, open_run
 
 RL_ALGORITHMS = ("grpo", "seed", "seed_static")
 """RL runs started from the same Stage-1 checkpoint (the paper's comparison)."""
@@ -75,6 +77,29 @@ def stage_paths(cfg: SeedConfig) -> StagePaths:
     """``<root>/<project.data_dir>`` and ``reports/`` beside it (an absolute data_dir moves both, as tests do)."""
     data = project_root() / cfg.project.data_dir
     return StagePaths(data=data, reports=data.parent / "reports")
+
+
+def dvc_lock_hashes(inputs: list[Path], root: Path | None = None) -> dict[str, str]:
+    """``dvc.dep.<path>`` -> md5 recorded in ``dvc.lock`` for each input that an upstream stage produced."""
+    return {f"dvc.dep.{rel}": md5 for rel, md5 in dvc_lock_md5s(inputs, root).items()}
+
+
+def dvc_lock_md5s(inputs: list[Path], root: Path | None = None) -> dict[str, str]:
+    """Project-relative path -> md5 recorded in ``dvc.lock`` for each input that an upstream stage produced.
+
+    DVC rewrites the lock after each stage, so an upstream output's hash is current when a downstream
+    stage runs (stack-notes §5.2). Inputs DVC has not recorded (in-process runs) are left out.
+    """
+    root = root or project_root()
+    lock_path = root / "dvc.lock"
+    if not lock_path.is_file():
+        return {}
+    recorded: dict[str, str] = {}
+    for stage in (yaml.safe_load(lock_path.read_text()) or {}).get("stages", {}).values():
+        for out in stage.get("outs", []):
+            recorded[out["path"]] = str(out.get("md5", ""))
+    rels = [Path(os.path.relpath(Path(p).resolve(), root.resolve())).as_posix() for p in inputs]
+    return {rel: recorded[rel] for rel in rels if rel in recorded}
 
 
 def parse_args(stage: str, *options: str) -> argparse.Namespace:

@@ -9,9 +9,8 @@ from pathlib import Path
 
 from prefect import flow
 
-from flows.common import finish, model_name, parse_args, stage_paths, stage_run
+from flows.common import dvc_lock_md5s, finish, model_name, parse_args, stage_paths, stage_run
 from seed_core.loader import load_config
-from seed_core.tracking import dvc_lock_md5s
 from tasks.evaluate import evaluate
 
 

@@ -14,12 +14,9 @@ import contextlib
 import functools
 import hashlib
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any, Iterator, Protocol
-
-import yaml
 
 from seed_core.config import SECRET_VARS, SeedConfig, endpoint_env, flatten, project_root
 
@@ -102,29 +99,6 @@ def git_commit(root: Path | None = None) -> str:
     proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root or project_root(),
                           capture_output=True, text=True, check=False)
     return proc.stdout.strip() if proc.returncode == 0 else "unknown"
-
-
-def dvc_lock_hashes(inputs: list[Path], root: Path | None = None) -> dict[str, str]:
-    """``dvc.dep.<path>`` -> md5 recorded in ``dvc.lock`` for each input that an upstream stage produced."""
-    return {f"dvc.dep.{rel}": md5 for rel, md5 in dvc_lock_md5s(inputs, root).items()}
-
-
-def dvc_lock_md5s(inputs: list[Path], root: Path | None = None) -> dict[str, str]:
-    """Project-relative path -> md5 recorded in ``dvc.lock`` for each input that an upstream stage produced.
-
-    DVC rewrites the lock after each stage, so an upstream output's hash is current when a downstream
-    stage runs (stack-notes §5.2). Inputs DVC has not recorded (in-process runs) are left out.
-    """
-    root = root or project_root()
-    lock_path = root / "dvc.lock"
-    if not lock_path.is_file():
-        return {}
-    recorded: dict[str, str] = {}
-    for stage in (yaml.safe_load(lock_path.read_text()) or {}).get("stages", {}).values():
-        for out in stage.get("outs", []):
-            recorded[out["path"]] = str(out.get("md5", ""))
-    rels = [Path(os.path.relpath(Path(p).resolve(), root.resolve())).as_posix() for p in inputs]
-    return {rel: recorded[rel] for rel in rels if rel in recorded}
 
 
 class MlflowTracker:

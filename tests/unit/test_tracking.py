@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from flows.common import dvc_lock_hashes
 from seed_core import tracking
 from seed_core.config import SeedConfig, project_root
 from seed_core.loader import with_overrides
-from seed_core.tracking import NullTracker, artifact_location, dvc_lock_hashes, open_run, redact, tracking_uri
+from seed_core.tracking import NullTracker, artifact_location, open_run, redact, tracking_uri
 
 
 def test_default_store_is_an_absolute_sqlite_file_in_the_project(monkeypatch: pytest.MonkeyPatch) -> None:
