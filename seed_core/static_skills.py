@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from seed_core.config import SeedConfig, project_root
-from seed_core.io import DataFileError, atomic_write_text, read_records
-from seed_core.types import AnnotationRecord, StepRecord
+from seed_core.io import DataFileError, atomic_write_text
 
 GENERAL_FILE = "general_skills.md"
 MAPPING_FILE = "skill_mapping.json"
@@ -106,16 +105,6 @@ def aggregate(skills_by_type: dict[str, Sequence[str]], per_type: int = 3, gener
             counts[s] += 1
     shared = sorted((s for s in spread if len(spread[s]) >= 2), key=lambda s: (-len(spread[s]), -counts[s], s))
     return StaticSkills(general=_bullets(shared[:general]), texts=texts, mapping=mapping)
-
-
-def from_annotations(annotations_path: str | Path, trajectories_path: str | Path) -> StaticSkills:
-    """``aggregate`` over the parsed Stage-1 annotations, typed by their trajectory's task type."""
-    types = {r.traj_id: r.task_type for r in read_records(trajectories_path, StepRecord)}
-    grouped: dict[str, list[str]] = defaultdict(list)
-    for a in read_records(annotations_path, AnnotationRecord):
-        if a.ok and a.traj_id in types:
-            grouped[types[a.traj_id]].append(a.episode_skill)
-    return aggregate(grouped)
 
 
 def resolve(static_skills_dir: str, default_dir: str | Path) -> StaticSkills:

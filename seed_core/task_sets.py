@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
+from seed_core.config import SeedConfig
 from seed_core.io import DataFileError, write_json
 from seed_core.types import Task
-
-if TYPE_CHECKING:
-    from seed_core.config import SeedConfig
 
 
 def write_tasks(tasks: Sequence[Task], path: Path) -> Path:

@@ -125,9 +125,3 @@ def goal_from_problem(problem: str) -> Goal:
             return Goal(label, obj, recep)
     label = "pick2" if "?o2" in lower else "pick"
     return Goal(label, obj, recep)
-
-
-def entity_class(entity: str) -> str:
-    """``apple_bar__...`` -> ``apple``; ``sink_bar_..._bar_sinkbasin`` -> ``sinkbasin``."""
-    head = entity.partition("_bar_")[0]
-    return head + ("basin" if "basin" in entity else "")

@@ -140,9 +140,3 @@ def split_games(split: str, cfg: ALFWorldConfig) -> list[Path]:
 def game_key(game_file: Path) -> str:
     """``<task dir>/<trial>``: a game's name inside its split."""
     return f"{game_file.parent.parent.name}/{game_file.parent.name}"
-
-
-def read_traj_data(game_file: Path) -> dict:
-    """The ``traj_data.json`` beside a game (``{}`` when absent)."""
-    path = game_file.parent / TRAJ_FILE
-    return json.loads(path.read_text()) if path.is_file() else {}

@@ -7,19 +7,18 @@ user's own Hugging Face directory, which is only checked. Builds are atomic and 
 complete (the testbed depends on the ``testbed`` and ``env`` config: under DVC the stage rebuilds it when
 they change; outside DVC delete the directory to rebuild).
 
-    python -m seed_core.stages.prepare_model --config params.yaml [--out DIR]
+    python -m seed_core.stages.prepare_model --config params.yaml [--set KEY=VALUE] [--out DIR]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from seed_core.config import SeedConfig, models_root
-from seed_core.loader import load_config
+from seed_core.loader import config_from_args, stage_parser
 from seed_core.model_builders import build_tiny_model, is_complete_model_dir, prepare_smollm2
 from seed_core.models import resolve_model_path
 from seed_core.registry import Registry
@@ -64,13 +63,11 @@ def run_prepare_model(cfg: SeedConfig, out_dir: Path | None = None) -> dict[str,
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="params.yaml", help="params.yaml or a preset")
+    parser = stage_parser(__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None,
                         help="output directory (default: $MODELS_ROOT or <project>/models, plus the model name)")
     args = parser.parse_args(argv)
-    info = run_prepare_model(load_config(args.config), args.out)
-    print(json.dumps(info, indent=2))
+    print(json.dumps(run_prepare_model(config_from_args(args), args.out), indent=2))
 
 
 if __name__ == "__main__":

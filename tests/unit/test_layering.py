@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.unit.test_dvc_deps import dvc_deps  # the dvc.yaml deps scanner: TYPE_CHECKING bodies do not count
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -71,19 +73,6 @@ def _module_name(path: Path) -> str:
     return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
 
 
-def _runtime_nodes(tree: ast.AST):
-    """Every node except the bodies of ``if TYPE_CHECKING:`` (they never run)."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                stack.extend(child.orelse)
-            else:
-                stack.append(child)
-
-
 def seed_core_imports() -> dict[str, set[str]]:
     """seed_core module -> the seed_core modules it imports, at module level or inside a function."""
     files = {_module_name(p): p for p in (ROOT / "seed_core").rglob("*.py")}
@@ -96,7 +85,7 @@ def seed_core_imports() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
         targets: set[str] = set()
-        for node in _runtime_nodes(ast.parse(path.read_text(), filename=str(path))):
+        for node in dvc_deps._runtime_nodes(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.Import):
                 targets |= {alias.name for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
