@@ -13,9 +13,10 @@ from pathlib import Path
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import DataFileError, atomic_write_text, read_records, write_json
 from seed_core.loader import config_from_args, stage_parser
-from seed_core.models import make_encoder
+from seed_core.skill_insert import insert_episode_skill
+from seed_core.task_sets import read_tasks
 from seed_core.tracking import NullTracker, Tracker
-from seed_core.types import StepRecord
+from seed_core.types import AnnotationRecord, StepRecord
 
 
 def read_sft_examples(path: Path) -> list[tuple[str, str]]:
@@ -36,12 +37,9 @@ def measure_skill_sensitivity(cfg: SeedConfig, model, tokenizer, encode, annotat
     """Skill sensitivity of the trained checkpoint on the collected trajectories and their Stage-1 skills
     (``seed_core.analyzer.sensitivity``)."""
     from seed_core.analyzer.annotate import skills_by_traj
-    from seed_core.skill_insert import insert_episode_skill
     from seed_core.analyzer.sensitivity import skill_sensitivity
     from seed_core.envs import make_env
     from seed_core.rollout.collector import group_by_trajectory
-    from seed_core.task_sets import read_tasks
-    from seed_core.types import AnnotationRecord
 
     trajectories = group_by_trajectory(read_records(collect_dir / "trajectories.parquet", StepRecord))
     skills = skills_by_traj(read_records(annotate_dir / "annotations.parquet", AnnotationRecord))
@@ -56,7 +54,7 @@ def run_sft(cfg: SeedConfig, model_dir: Path, annotate_dir: Path, out_dir: Path,
     """Writes checkpoint/ (HF dir), loss.csv (step, loss) and metrics.json."""
     import torch
 
-    from seed_core.models import load_policy
+    from seed_core.models import load_policy, make_encoder
     from seed_core.trainer.scale import apply_lora, check_layout, make_accelerator, save_policy
     from seed_core.trainer.sft import run_sft_loop, tokenize_examples
 
