@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Annotated, Any, Iterator, Optional
 
 import typer
-import yaml
 
-from seed_core.config import ConfigError, endpoint_env, project_root
+from seed_core.config import ConfigError, endpoint_env, parse_yaml, project_root
 
 app = typer.Typer(help="seed: SEED pipeline (DVC stages, Prefect flows, MLflow tracking).", no_args_is_help=True,
                   add_completion=False)
@@ -33,7 +32,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--set")
-        out[key.strip()] = yaml.safe_load(value)
+        out[key.strip()] = parse_yaml(value)
     return out
 
 

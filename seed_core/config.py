@@ -18,7 +18,8 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
-import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
@@ -504,6 +505,15 @@ def describe_source(path: Path) -> str:
     return f"preset {path}" if path.parent.name == "presets" else f"config file {path}"
 
 
+def parse_yaml(text: str) -> Any:
+    """Read YAML the way DVC does (YAML 1.2, ``ruamel.yaml``): ``no``/``yes``/``on``/``off`` stay strings.
+
+    ``dvc exp run -S`` (used by ``seed sweep``) rewrites params.yaml and drops quotes, so
+    ``mixed_precision: "no"`` comes back as ``mixed_precision: no``; a YAML 1.1 reader (PyYAML) would turn
+    that into ``False`` and reject a config DVC itself reads as the string ``"no"``."""
+    return YAML(typ="safe", pure=True).load(text)
+
+
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None, origin: str = "-S") -> SeedConfig:
     """Load ``params.yaml`` (or a preset / resolved JSON) into a validated ``SeedConfig``, with dotted-key
     ``overrides`` (from ``origin``: ``-S``, ``--set``, ``--algorithm``) applied before validation."""
@@ -515,8 +525,8 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None, origi
         hint = close or (f"; files there: {', '.join(siblings)}" if siblings else "")
         raise ConfigError(f"{source} does not exist{hint}")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
+        data = parse_yaml(path.read_text()) or {}
+    except YAMLError as err:
         raise ConfigError(f"{source} is not valid YAML/JSON: {err}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{source} must hold a mapping of sections, got {type(data).__name__}")

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from seed_core.config import SeedConfig, load_config
+from seed_core.config import SeedConfig, load_config, parse_yaml
 from seed_core.io import DataFileError, atomic_write_text, write_json
 from seed_core.types import Task
 
@@ -59,14 +59,12 @@ def stage_parser(description: str) -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> SeedConfig:
-    import yaml
-
     overrides: dict[str, Any] = {}
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep:
             raise SystemExit(f"--set expects KEY=VALUE, got {item!r}")
-        overrides[key.strip()] = yaml.safe_load(value)
+        overrides[key.strip()] = parse_yaml(value)
     return load_config(args.config, overrides or None, origin="--set")
 
 
