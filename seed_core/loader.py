@@ -12,22 +12,31 @@ import difflib
 from pathlib import Path
 from typing import Any, Iterable, Iterator, get_args, get_origin
 
-import yaml
 from pydantic import BaseModel, ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from seed_core.config import ConfigError, SeedConfig
 from seed_core.registry import Registry
 
 
+def parse_yaml(text: str) -> Any:
+    """Read YAML the way DVC does (YAML 1.2, ``ruamel.yaml``): ``no``/``yes``/``on``/``off`` stay strings.
+
+    ``dvc exp run -S`` (used by ``seed sweep``) rewrites params.yaml and drops quotes, so
+    ``mixed_precision: "no"`` comes back as ``mixed_precision: no``; a YAML 1.1 reader (PyYAML) would turn
+    that into ``False`` and reject a config DVC itself reads as the string ``"no"``."""
+    return YAML(typ="safe", pure=True).load(text)
+
+
 def parse_overrides(items: Iterable[str], origin: str = "-S") -> dict[str, Any]:
-    """``["rl.opd_coef=0.02", "eval.splits=[a, b]"]`` -> ``{"rl.opd_coef": 0.02, "eval.splits": ["a", "b"]}``
-    (each value read as YAML)."""
+    """``["rl.opd_coef=0.02", "eval.splits=[a, b]"]`` -> ``{"rl.opd_coef": 0.02, "eval.splits": ["a", "b"]}``."""
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"{origin} expects KEY=VALUE, got {item!r}")
-        out[key.strip()] = yaml.safe_load(value)
+        out[key.strip()] = parse_yaml(value)
     return out
 
 
@@ -180,8 +189,8 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None, origi
         hint = close or (f"; files there: {', '.join(siblings)}" if siblings else "")
         raise ConfigError(f"{source} does not exist{hint}")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
+        data = parse_yaml(path.read_text()) or {}
+    except YAMLError as err:
         raise ConfigError(f"{source} is not valid YAML/JSON: {err}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{source} must hold a mapping of sections, got {type(data).__name__}")

@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from seed_core.config import ConfigError, SeedConfig, endpoint_env, flatten
-from seed_core.loader import load_config, with_overrides
+from seed_core.config import ConfigError, SeedConfig, endpoint_env, flatten, project_root
+from seed_core.loader import load_config, parse_yaml, with_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -164,3 +164,18 @@ def test_overrides_into_a_partial_file_and_a_free_form_mapping(tmp_path):
     assert cfg.sft.lr == 0.5 and cfg.model.chat_template_kwargs == {"enable_thinking": False}
     with pytest.raises(ConfigError, match="rl.lr is not a section"):
         load_config(_write(tmp_path, ""), {"rl.lr.x": 1})
+
+
+def test_params_rewritten_by_dvc_exp_run_still_load(tmp_path):
+    """`dvc exp run -S` (seed sweep) rewrites params.yaml and drops quotes: `mixed_precision: "no"` comes back
+    as `mixed_precision: no`, which a YAML 1.1 reader turns into False. DVC reads YAML 1.2, and so do we."""
+    from dvc.utils.serialize import modify_yaml
+
+    params = tmp_path / "params.yaml"
+    params.write_text((project_root() / "params.yaml").read_text())
+    with modify_yaml(params) as data:
+        data["sweep"]["methods"] = ["grpo", "seed"]
+    assert "mixed_precision: no\n" in params.read_text()
+    cfg = load_config(params)
+    assert cfg.model.mixed_precision == "no" and cfg.sweep.methods == ["grpo", "seed"]
+    assert with_overrides(SeedConfig(), {"model.mixed_precision": parse_yaml("no")}).model.mixed_precision == "no"
