@@ -3,7 +3,7 @@
 When ``project.accelerate_config`` names an accelerate config, the sft and rl tasks do not train in the
 flow's process; they write the resolved config next to the stage outputs and run
 
-    accelerate launch --config_file <project.accelerate_config> -m seed_core.<stage> --config <resolved> ...
+    accelerate launch --config_file <project.accelerate_config> -m seed_core.stages.<stage> --config <resolved> ...
 
 from this interpreter's environment, then read the stage's outputs back (a failed launch raises with
 the command). Every process runs the same code; only the main process writes (seed_core.trainer.scale).

@@ -1,4 +1,4 @@
-"""SIGKILL a stage mid-way (``python -m seed_core.<stage>`` in a subprocess), rerun it, and compare the
+"""SIGKILL a stage mid-way (``python -m seed_core.stages.<stage>`` in a subprocess), rerun it, and compare the
 final outputs with an uninterrupted run on the same inputs and seeds."""
 
 from __future__ import annotations
