@@ -229,6 +229,9 @@ class AnnotateConfig(Section):
     min_ok_fraction: float = Field(0.5, ge=0.0, le=1.0)
     """The annotate stage fails (naming the commonest failures) when fewer trajectories than this share
     were annotated: an endpoint that rejects every call must not leave SFT with expert data only."""
+    fail_fast_after: int = Field(8, ge=0)
+    """The annotate stage stops (naming the cause) when the first N trajectories sent all failed the same way
+    (same error class or HTTP status, no answer), instead of spending the whole budget; 0 = never stop early."""
     prompt_version: str = "opid-v1"
     """Version tag of the analyzer prompt; part of the annotation cache key."""
 
