@@ -22,6 +22,7 @@ from seed_core.algorithms import ALGORITHMS, effective_config, effective_tags, e
 from seed_core.analyzer.parse import skill_metrics
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import DataFileError, write_json, write_records
+from seed_core.preflight import ServiceUnavailableError, check_services
 from seed_core.stage_utils import (
     StaleRoundsError,
     check_rounds,
@@ -91,6 +92,7 @@ def run_rl_round(
         return read_metrics(final / "metrics.json")
     algorithm = ALGORITHMS.get(cfg.rl.algorithm)
     start = _start_checkpoint(out_dir, round_idx, init_checkpoint)
+    check_services(cfg, analyzer=cfg.annotate.client if algorithm.analyzer == "annotate" else algorithm.analyzer)
     work = final.with_name(f".{final.name}.tmp")  # a killed attempt leaves only this; it is rebuilt
     t_start = time.perf_counter()
     seed = task_seed(cfg, "rl", round_idx)
@@ -259,7 +261,7 @@ def main() -> None:
             print(run_rl_round(cfg, args.round, Path(args.init), Path(args.out), ckpt))
         else:
             print(run_rl(cfg, Path(args.init), Path(args.out), ckpt))
-    except (DataFileError, StaleRoundsError) as err:  # the message says the fix
+    except (DataFileError, StaleRoundsError, ServiceUnavailableError) as err:  # the message says the fix
         raise SystemExit(f"seed rl: {err}") from None
 
 
