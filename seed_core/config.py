@@ -309,8 +309,11 @@ class RLConfig(Section):
     analyzer_max_new_tokens: int = Field(256, ge=1)
     analyzer_checkpoint: str = ""
     """Frozen analyzer for ``seed_static``/``sdar``/``grpo_opsd``; empty = the Stage-1 checkpoint."""
-    save_every: int = Field(0, ge=0)
-    """Keep the checkpoint of every N-th round; 0 keeps only the newest (the resume point and the final model)."""
+    save_every: int = Field(10, ge=0)
+    """Resume points: every N-th round writes its checkpoint with optimizer state (a killed run restarts after
+    the newest one); 0 = only the last round. The last round always does (raising ``rl.rounds`` continues
+    from it); other rounds hand the model to the next in memory and write nothing, and older round checkpoints
+    are deleted once a newer resume point exists."""
 
 
 class TestbedConfig(Section):
