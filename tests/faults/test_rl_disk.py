@@ -76,3 +76,22 @@ def test_a_restart_redoes_the_rounds_after_the_newest_resume_point(tiny_model_di
     assert run_rl(cfg, tiny_model_dir, out)["algorithm_rounds"] == 2.0
     assert (round_dir(out, 0) / "DONE").stat().st_mtime_ns != stamp  # redone: its end state was never written
     assert (out / "checkpoint" / "model.safetensors").is_file()
+
+
+def test_the_flow_task_hands_rounds_on_in_memory_and_finalize_frees_the_model(tiny_model_dir: Path,
+                                                                              tmp_path: Path) -> None:
+    """tasks.rl.rl_round (one Prefect task per round; ``.fn`` runs it without orchestration) keeps one carry
+    per output directory and fingerprint, so the pipeline writes no per-round checkpoints either."""
+    from seed_core.stage_utils import rl_fingerprint
+    from seed_core.tracking import NullTracker
+    from tasks import rl as rl_tasks
+
+    cfg, out = tiny_rl_config(tiny_model_dir, rounds=2), tmp_path / "rl"
+    key = rl_fingerprint(cfg, tiny_model_dir)
+    for i in range(2):
+        rl_tasks.rl_round.fn(cfg, i, tiny_model_dir, out, NullTracker(), key)
+    assert not (round_dir(out, 0) / "checkpoint").exists() and (round_dir(out, 1) / "checkpoint").is_dir()
+    assert any(k.startswith(str(out.resolve())) for k in rl_tasks._CARRIES)
+    rl_tasks.rl_finalize.fn(cfg, out)
+    assert not any(k.startswith(str(out.resolve())) for k in rl_tasks._CARRIES)
+    assert (out / "checkpoint" / "model.safetensors").is_file()
