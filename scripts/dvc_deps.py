@@ -5,7 +5,9 @@ stage's ``python -m flows.<stage>`` entry point over seed_core / flows / tasks.
     python scripts/dvc_deps.py            # print, per stage, the smallest list of files/dirs covering it
     python scripts/dvc_deps.py --write    # rewrite those deps in dvc.yaml in place (data deps are kept)
 
-``tests/unit/test_dvc_deps.py`` checks that dvc.yaml's deps are exactly that cover (both ways).
+``--write`` also writes each stage's ``params:`` list from ``seed_core.stage_params.STAGE_PARAMS`` (the keys
+the stage reads). ``tests/unit/test_dvc_deps.py`` checks that dvc.yaml's deps are exactly that cover (both ways)
+and its params exactly those lists.
 """
 
 from __future__ import annotations
@@ -133,6 +135,18 @@ def code_deps(entry: str) -> list[str]:
 
 CODE_DEP = re.compile(r"^(\s*)- (flows|tasks|seed_core)(/\S*)?\s*$")
 STAGE_LINE = re.compile(r"^  (\w+):\s*(#.*)?$")
+PARAMS_LINE = re.compile(r"^(\s*)params:\s*(#.*)?$")
+PARAM_ITEM = re.compile(r"^\s*- [\w.]+\s*(#.*)?$")
+
+
+def stage_params(stage: str) -> list[str]:
+    """The params.yaml keys ``stage`` reads (``seed_core.stage_params``)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from seed_core.stage_params import STAGE_PARAMS
+
+    return list(STAGE_PARAMS[stage])
 
 
 def rewrite(text: str) -> str:
@@ -141,10 +155,20 @@ def rewrite(text: str) -> str:
     pending = set(entries)
     out: list[str] = []
     stage = None
+    in_params = False
     for line in text.splitlines():
         header = STAGE_LINE.match(line)
         if header and header.group(1) in entries:
             stage = header.group(1)
+        if in_params and PARAM_ITEM.match(line):
+            continue  # the old list: replaced below the params: line
+        in_params = False
+        params = PARAMS_LINE.match(line)
+        if params and stage is not None:
+            out.append(line)
+            out += [f"{params.group(1)}  - {key}" for key in stage_params(stage)]
+            in_params = True
+            continue
         code = CODE_DEP.match(line)
         if code and stage is not None:
             if stage in pending:  # the stage's first code dep: write the whole cover there

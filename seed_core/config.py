@@ -223,6 +223,9 @@ class AnnotateConfig(Section):
     min_ok_fraction: float = Field(0.5, ge=0.0, le=1.0)
     """The annotate stage fails (naming the commonest failures) when fewer trajectories than this share
     were annotated: an endpoint that rejects every call must not leave SFT with expert data only."""
+    fail_fast_after: int = Field(8, ge=0)
+    """The annotate stage stops (naming the cause) when the first N trajectories sent all failed the same way
+    (same error class or HTTP status, no answer), instead of spending the whole budget; 0 = never stop early."""
     prompt_version: str = "opid-v1"
     """Version tag of the analyzer prompt; part of the annotation cache key."""
 
@@ -300,8 +303,11 @@ class RLConfig(Section):
     analyzer_max_new_tokens: int = Field(256, ge=1)
     analyzer_checkpoint: str = ""
     """Frozen analyzer for ``seed_static``/``sdar``/``grpo_opsd``; empty = the Stage-1 checkpoint."""
-    save_every: int = Field(0, ge=0)
-    """Keep the checkpoint of every N-th round; 0 keeps only the newest (the resume point and the final model)."""
+    save_every: int = Field(10, ge=0)
+    """Resume points: every N-th round writes its checkpoint with optimizer state (a killed run restarts after
+    the newest one); 0 = only the last round. The last round always does (raising ``rl.rounds`` continues
+    from it); other rounds hand the model to the next in memory and write nothing, and older round checkpoints
+    are deleted once a newer resume point exists."""
 
 
 class TestbedConfig(Section):

@@ -1,7 +1,7 @@
 """Read and write the stage records as parquet with an explicit schema; all writes are atomic.
 
-A file is written to ``<name>.tmp-<pid>`` and renamed into place, so a killed stage never leaves a
-half-written output that a rerun (or DVC) would take as complete.
+A file is written to ``<name>.tmp-<pid>``, fsynced, renamed into place, and its directory fsynced, so a
+killed stage (or a power cut) never leaves a half-written output that a rerun (or DVC) would take as complete.
 
 Schema evolution: a field typed ``X | None`` is a nullable column. A field with a default (added to a
 record after files were written, e.g. ``score``) may be absent from an older file; reading fills it
@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any, Iterable, TypeVar
 
@@ -67,6 +68,102 @@ def _tmp_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
 
 
+def fsync_file(path: Path) -> None:
+    """Flush ``path``'s data to disk (a file written by a library that does not fsync, e.g. parquet)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make renames and new entries in directory ``path`` durable (POSIX: fsync the directory itself)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_durably(tmp: Path, path: Path) -> Path:
+    """Rename the (already fsynced) ``tmp`` onto ``path`` and fsync the directory that holds it."""
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+    return path
+
+
+def fsync_tree(root: Path) -> None:
+    """fsync every file under ``root``, then every directory, deepest first (a checkpoint before its swap)."""
+    dirs = [Path(root)]
+    for path in sorted(Path(root).rglob("*")):
+        if path.is_dir():
+            dirs.append(path)
+        elif path.is_file():
+            fsync_file(path)
+    for folder in sorted(dirs, key=lambda p: len(p.parts), reverse=True):
+        fsync_dir(folder)
+
+
+def aside_path(path: Path) -> Path:
+    """Where ``swap_dir`` keeps the previous ``path`` for the moment the new one is renamed in."""
+    return path.with_name(f".{path.name}.old")
+
+
+def swap_dir(tmp: Path, path: Path) -> Path:
+    """Replace directory ``path`` by the complete directory ``tmp`` so that a complete one exists at every moment.
+
+    1. fsync ``tmp``; finish any earlier interrupted swap (``recover_dir``)
+    2. rename the old ``path`` aside (``.<name>.old``); fsync the parent
+    3. rename ``tmp`` to ``path``; fsync the parent
+    4. delete the aside copy
+
+    Killed between 2 and 3, only the aside copy exists: ``recover_dir`` (called by every later swap and by
+    ``seed_core.models.load_policy``) renames it back. Killed during 4, both exist: the aside copy is deleted.
+    """
+    tmp, path = Path(tmp), Path(path)
+    fsync_tree(tmp)
+    recover_dir(path)
+    aside = aside_path(path)
+    if path.exists():
+        os.rename(path, aside)
+        fsync_dir(path.parent)
+    os.rename(tmp, path)
+    fsync_dir(path.parent)
+    shutil.rmtree(aside, ignore_errors=True)
+    return path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recover_dir(path: Path) -> Path:
+    """Undo or finish a ``swap_dir`` of ``path`` that was killed: the aside copy is renamed back when ``path``
+    is missing, deleted when ``path`` exists; temporary ``.<name>.tmp-<pid>`` directories of dead processes
+    are deleted. Returns ``path``."""
+    path = Path(path)
+    aside = aside_path(path)
+    if aside.is_dir():
+        if path.exists():
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            os.rename(aside, path)
+            fsync_dir(path.parent)
+    if path.parent.is_dir():
+        for tmp in path.parent.glob(f".{path.name}.tmp-*"):
+            pid = tmp.name.rsplit("-", 1)[-1]
+            if tmp.is_dir() and pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _tmp_path(path)
@@ -74,8 +171,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    return path
+    return replace_durably(tmp, path)
 
 
 def atomic_write_text(path: Path, text: str) -> Path:
@@ -101,8 +197,8 @@ def write_records(records: Iterable[Any], path: str | Path, record_type: type) -
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _tmp_path(path)
     pq.write_table(table, tmp)
-    os.replace(tmp, path)
-    return path
+    fsync_file(tmp)
+    return replace_durably(tmp, path)
 
 
 def read_table(path: str | Path, record_type: type) -> pa.Table:

@@ -18,6 +18,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from seed_core.config import ModelConfig, models_root
+from seed_core.io import recover_dir
 
 PREPARE_HINT = ("run `python -m seed_core.stages.prepare_model --config params.yaml` to build smollm2-135m-instruct "
                 "(or tiny-qwen2), or set model.path / $MODELS_ROOT to an existing Hugging Face model directory")
@@ -72,6 +73,8 @@ def resolve_model_path(path: str | Path) -> Path:
     """Absolute path as is; a relative one under ``models_root()`` first, then relative to the cwd."""
     raw = Path(path).expanduser()
     candidates = [raw] if raw.is_absolute() else [models_root() / raw, Path.cwd() / raw]
+    for candidate in candidates:  # a checkpoint swap killed half-way (seed_core.io.swap_dir): the complete one back
+        recover_dir(candidate)
     found = next((c for c in candidates if c.exists()), None)
     if found is None:
         raise ModelNotFoundError(f"model directory {candidates[0]} does not exist; {PREPARE_HINT}")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from seed_core.config import SeedConfig
 from seed_core.io import DataFileError, atomic_write_text
+from seed_core.stage_params import fingerprint_keys, project
 
 RESUME_FILE = ".resume_key"
 """In an RL output directory: the fingerprint (``rl_fingerprint``) its finished rounds were made from."""
@@ -19,15 +20,16 @@ class StaleRoundsError(RuntimeError):
 
 
 def rl_fingerprint(cfg: SeedConfig, init_checkpoint: Path) -> str:
-    """What finished RL rounds depend on: the config (less tracking, eval and the round count, so
-    raising ``rl.rounds`` extends a run) and the content of the starting checkpoint."""
+    """What finished RL rounds depend on: the keys the rl stage reads (``seed_core.stage_params.fingerprint_keys``:
+    the DVC params of the stage less ``rl.rounds``, so raising it extends a run) and the content of the starting
+    checkpoint."""
 
     init_checkpoint = Path(init_checkpoint)
     if not init_checkpoint.is_dir():
         raise DataFileError(f"the starting checkpoint {init_checkpoint} does not exist (--init; in the pipeline: "
                             "the sft stage's data/sft/checkpoint)")
     digest = hashlib.sha256()
-    data = cfg.model_dump(mode="json", exclude={"tracking": True, "eval": True, "rl": {"rounds", "save_every"}})
+    data = project(cfg.model_dump(mode="json"), fingerprint_keys())
     digest.update(json.dumps(data, sort_keys=True).encode())
     for file in sorted(p for p in init_checkpoint.rglob("*") if p.is_file()):
         digest.update(file.relative_to(init_checkpoint).as_posix().encode())
@@ -49,7 +51,7 @@ def check_rounds(out_dir: Path, fingerprint: str) -> None:
         raise StaleRoundsError(
             f"{out_dir} holds {len(finished)} finished RL round(s) ({finished[0]}..{finished[-1]}) made from "
             f"another config or starting checkpoint: their fingerprint is {saved[:16] if saved else '(none recorded)'}, "
-            f"this run's is {fingerprint[:16]} (the config less tracking, eval, rl.rounds and rl.save_every, plus "
-            f"the files of --init). Delete {out_dir} (or pass another --out) to start over, or rerun with the "
+            f"this run's is {fingerprint[:16]} (the keys the rl stage reads, less rl.rounds, plus the files "
+            f"of --init). Delete {out_dir} (or pass another --out) to start over, or rerun with the "
             "config and --init those rounds were made with")
     atomic_write_text(marker, fingerprint)

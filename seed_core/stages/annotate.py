@@ -8,7 +8,8 @@ each worker thread with its own env and client; each finished annotation is appe
 ``annotation_cache.jsonl`` (``seed_core.analyzer.cache``), so a killed run resumes and sends only what is
 missing. Failures are recorded per trajectory (``parse_status = failed`` + reason); the stage fails
 (``AnnotationQualityError``, naming the commonest failures) when the annotated share is below
-``annotate.min_ok_fraction``, and on empty inputs. Outputs: annotations.parquet, sft_examples.jsonl (analyzer-format SFT data) and metrics.json (counts,
+``annotate.min_ok_fraction``, when the first ``annotate.fail_fast_after`` trajectories all failed the same way
+(``FailFast``: stops before the rest are sent), and on empty inputs. Outputs: annotations.parquet, sft_examples.jsonl (analyzer-format SFT data) and metrics.json (counts,
 failure reasons, SFT-data statistics: kept, dropped and why, lengths).
 """
 
@@ -77,15 +78,16 @@ def run_annotate(cfg: SeedConfig, collect_dir: Path, out_dir: Path, tracker: Tra
     probe = _make_worker(cfg)  # fails fast: no endpoint configured, endpoint unreachable, key rejected
     analyzer = analyzer_identity(cfg.annotate, probe.client.identity, getattr(probe.client, "url", ""))
     keys = {tid: trajectory_key(steps, cfg.annotate.prompt_version, analyzer) for tid, steps in trajectories.items()}
+    for stale in ("sft_examples.jsonl", "resolved_config.json"):  # nothing looks finished until the check passed
+        (out_dir / stale).unlink(missing_ok=True)
     with AnnotationCache(out_dir / CACHE_FILE) as cache:
         done = cache.load()
         missing = [tid for tid in trajectories if keys[tid] not in done]
-        fresh = _annotate_missing(cfg, trajectories, tasks, missing, keys, cache)
+        watch = FailFast(cfg, getattr(probe.client, "url", ""), len(missing))
+        fresh = _annotate_missing(cfg, trajectories, tasks, missing, keys, cache, watch)
     annotations = [fresh[tid] if tid in fresh else done[keys[tid]] for tid in trajectories]
     examples = sft_examples(annotations)
     write_records(annotations, out_dir / "annotations.parquet", AnnotationRecord)  # the per-trajectory errors
-    for stale in ("sft_examples.jsonl", "resolved_config.json"):  # nothing looks finished until the check passed
-        (out_dir / stale).unlink(missing_ok=True)
     metrics = {
         **annotation_metrics(annotations),
         **sft_data_metrics(annotations, examples),
@@ -120,6 +122,37 @@ def write_static_library(annotations: list[AnnotationRecord], trajectories: dict
     return aggregate(grouped).write(out)
 
 
+class FailFast:
+    """Watches the first ``annotate.fail_fast_after`` trajectories to finish: when all of them failed without an
+    answer and for one reason (``failure_reason``: the error class, e.g. ``NotFoundError`` for HTTP 404),
+    ``add`` raises ``AnnotationQualityError`` so the rest of the budget is not spent on a broken endpoint."""
+
+    def __init__(self, cfg: SeedConfig, endpoint: str, total: int) -> None:
+        self.cfg, self.endpoint, self.total = cfg, endpoint, total
+        self.n = cfg.annotate.fail_fast_after
+        self.first: list[AnnotationRecord] = []
+        self._lock = threading.Lock()
+
+    def add(self, record: AnnotationRecord) -> None:
+        from seed_core.analyzer.cache import answered
+
+        with self._lock:
+            if not self.n or len(self.first) >= self.n:
+                return
+            self.first.append(record)
+            if len(self.first) < self.n or any(a.ok or answered(a) for a in self.first):
+                return
+            reasons = {failure_reason(a) for a in self.first}
+        if len(reasons) == 1:
+            (reason,) = reasons
+            where = f"the endpoint {self.endpoint}" if self.endpoint else f"the {self.cfg.annotate.client!r} analyzer"
+            raise AnnotationQualityError(
+                f"stopped early: the first {self.n} trajectories sent to {where} (model {self.cfg.annotate.model!r}) "
+                f"all failed the same way, {reason} (e.g. {self.first[-1].error[:160]!r}); the rest of the "
+                f"{self.total} were not sent. Check OPENAI_BASE_URL (an OpenAI-compatible base URL usually ends in "
+                "/v1), OPENAI_API_KEY and annotate.model, or set annotate.fail_fast_after: 0 to send them all anyway")
+
+
 def check_ok_fraction(cfg: SeedConfig, annotations: list[AnnotationRecord], endpoint: str, out_dir: Path) -> None:
     """Raise ``AnnotationQualityError`` when fewer than ``annotate.min_ok_fraction`` of the trajectories
     were annotated: the message gives the count, the commonest failures with an example, and the fix."""
@@ -149,9 +182,10 @@ def check_ok_fraction(cfg: SeedConfig, annotations: list[AnnotationRecord], endp
 
 def _annotate_missing(
     cfg: SeedConfig, trajectories: dict[str, list[StepRecord]], tasks: dict[str, Task], missing: list[str],
-    keys: dict[str, str], cache: "AnnotationCache",
+    keys: dict[str, str], cache: "AnnotationCache", watch: FailFast | None = None,
 ) -> dict[str, AnnotationRecord]:
-    """Annotate ``missing`` on ``annotate.concurrency`` threads; each final record is cached as it lands."""
+    """Annotate ``missing`` on ``annotate.concurrency`` threads; each final record is cached as it lands.
+    ``watch`` (``FailFast``) sees every finished record and may stop the run (queued work is cancelled)."""
     from tqdm.auto import tqdm
 
     from seed_core.analyzer.annotate import annotate_trajectories
@@ -181,6 +215,8 @@ def _annotate_missing(
             for future in as_completed(futures):
                 out[futures[future]] = future.result()
                 bar.update()
+                if watch is not None:
+                    watch.add(out[futures[future]])
     finally:
         pool.shutdown(wait=True, cancel_futures=True)  # on a bug: stop queued work, keep what is cached
     return out

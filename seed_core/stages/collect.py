@@ -24,8 +24,11 @@ def run_collect(cfg: SeedConfig, model_dir: Path, out_dir: Path, tracker: Tracke
     from seed_core.rollout.collector import rollout, rollout_metrics
     from seed_core.rollout.expert import play_expert
 
+    from seed_core.preflight import check_services
+
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
+    check_services(cfg)  # retriever / engines answer before the model loads
     env = make_env(cfg.env)
     seed = task_seed(cfg, "collect")
     tasks = require_tasks(env.make_tasks("train", cfg.collect.num_tasks, seed=seed), cfg, "train",
@@ -56,7 +59,12 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="base model directory")
     parser.add_argument("--out", required=True, help="output directory, e.g. data/collect")
     args = parser.parse_args()
-    print(run_collect(config_from_args(args), Path(args.model), Path(args.out)))
+    from seed_core.preflight import ServiceUnavailableError
+
+    try:
+        print(run_collect(config_from_args(args), Path(args.model), Path(args.out)))
+    except ServiceUnavailableError as err:  # the message names the service, its URL and the fix
+        raise SystemExit(f"seed collect: {err}") from None
 
 
 if __name__ == "__main__":

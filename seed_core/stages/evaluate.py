@@ -77,8 +77,11 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
     from seed_core.rollout.backends import BACKENDS
     from seed_core.rollout.collector import group_by_trajectory, rollout
 
+    from seed_core.preflight import check_services
+
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
+    check_services(cfg)  # retriever / engines answer before the model loads
     env = make_env(cfg.env)
     seed = task_seed(cfg, "eval")
     split_tasks = {split: require_tasks(env.make_tasks(split, cfg.eval.num_tasks, seed=seed), cfg, split,
@@ -129,7 +132,12 @@ def main() -> None:
     parser.add_argument("--method", required=True, help="row label in the tables, e.g. grpo, seed, vanilla")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    print(run_evaluate(config_from_args(args), Path(args.checkpoint), Path(args.out), args.method))
+    from seed_core.preflight import ServiceUnavailableError
+
+    try:
+        print(run_evaluate(config_from_args(args), Path(args.checkpoint), Path(args.out), args.method))
+    except ServiceUnavailableError as err:  # the message names the service, its URL and the fix
+        raise SystemExit(f"seed evaluate: {err}") from None
 
 
 if __name__ == "__main__":

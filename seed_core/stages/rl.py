@@ -2,17 +2,24 @@
 
     python -m seed_core.stages.rl --config params.yaml --init data/sft/checkpoint --out data/rl/seed
 
-Each round writes ``round_XXX/`` (checkpoint, optimizer state, trajectories, annotations, metrics)
-atomically: it is built in a temporary directory and renamed at the end, so a killed round leaves
-nothing a rerun mistakes for done, and a rerun resumes after the last finished round.
+Each round writes ``round_XXX/`` (trajectories, annotations, metrics, DONE) atomically: it is built in a
+temporary directory and swapped in at the end, so a killed round leaves nothing a rerun mistakes for done.
+
+Checkpoints are written only where something reads them (``RoundCarry``): rounds run by ``run_rl`` hand the
+live model and optimizer to the next round in memory; ``round_XXX/checkpoint`` (weights + optimizer state) is
+written only at resume points, every ``rl.save_every`` rounds and at the last round (raising ``rl.rounds``
+continues from it); after other rounds ``round_XXX/weights`` (no optimizer state, never resumed from) is
+written only when vLLM engines load the next round's weights from disk. Older round checkpoints and weights
+are deleted once a newer one exists. A rerun restarts after the newest resume point
+(finished rounds after it are redone: their end state was never written). A round run on its own
+(``--round``, ``run_rl_round`` without a carry) is always a resume point.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +28,9 @@ import torch
 from seed_core.algorithms import ALGORITHMS, effective_config, effective_tags, effective_values
 from seed_core.analyzer.parse import skill_metrics
 from seed_core.config import SeedConfig, dump_resolved
-from seed_core.io import DataFileError, write_json, write_records
-from seed_core.io import read_metrics
+from seed_core.io import DataFileError, atomic_write_text, read_metrics, swap_dir, write_json, write_records
 from seed_core.loader import config_from_args, stage_parser
+from seed_core.preflight import ServiceUnavailableError, check_services
 from seed_core.resume import StaleRoundsError, check_rounds, rl_fingerprint
 from seed_core.task_sets import require_tasks, task_seed, write_tasks
 from seed_core.tracking import NullTracker, Tracker
@@ -43,6 +50,58 @@ def _start_checkpoint(out_dir: Path, round_idx: int, init_checkpoint: Path) -> P
     return prev / "checkpoint"
 
 
+@dataclass
+class RoundCarry:
+    """The live training state one round hands to the next in the same process (``run_rl``, the flow), so
+    rounds between resume points write no checkpoint. ``state`` is taken while a round runs and put back only
+    when it finished, so a failed round never leaves a half-updated model behind."""
+
+    round_idx: int = -1
+    """The round whose end state ``state`` holds (-1: none)."""
+    trimmed: bool = False
+    """Whether the first use already dropped the finished rounds nothing can continue from (``trim_rounds``)."""
+    state: dict[str, Any] | None = None
+    """accelerator, policy, optimizer, ref (the reference model or None)."""
+
+
+def is_resume_point(cfg: SeedConfig, round_idx: int) -> bool:
+    """Rounds that write weights + optimizer state: every ``rl.save_every``-th (1-based) and the last."""
+    every = cfg.rl.save_every
+    return round_idx == cfg.rl.rounds - 1 or (every > 0 and (round_idx + 1) % every == 0)
+
+
+def _resumable(path: Path) -> bool:
+    """A finished round with a checkpoint (written with its optimizer state unless made by hand)."""
+    return (path / "checkpoint" / "config.json").is_file() and (path / "DONE").is_file()
+
+
+def trim_rounds(out_dir: Path) -> list[str]:
+    """Delete the finished rounds after the newest resume point (their end state was kept in memory only, so
+    nothing can continue from them); returns their names. Round 0 starts from --init, so with no resume point
+    every finished round goes."""
+    out_dir = Path(out_dir)
+    done = sorted(p.parent for p in out_dir.glob("round_*/DONE"))
+    points = [p for p in done if _resumable(p)]
+    newest = points[-1].name if points else ""
+    dropped = [p for p in done if p.name > newest]
+    for path in dropped:
+        shutil.rmtree(path)
+    return [p.name for p in dropped]
+
+
+def _prune_checkpoints(out_dir: Path, round_idx: int) -> None:
+    """Delete what nobody reads after round ``round_idx``: every round checkpoint but the newest (the resume
+    point a rerun restarts from) and every ``weights/`` but this round's (the next round's vLLM source)."""
+    current = round_dir(out_dir, round_idx).name
+    points = sorted(p.parent.name for p in Path(out_dir).glob("round_*/checkpoint") if p.parent.name <= current)
+    for ckpt in Path(out_dir).glob("round_*/checkpoint"):
+        if ckpt.parent.name in points[:-1]:
+            shutil.rmtree(ckpt, ignore_errors=True)
+    for weights in Path(out_dir).glob("round_*/weights"):
+        if weights.parent.name < current:
+            shutil.rmtree(weights, ignore_errors=True)
+
+
 def run_rl_round(
     cfg: SeedConfig,
     round_idx: int,
@@ -51,11 +110,14 @@ def run_rl_round(
     analyzer_checkpoint: Path | None = None,
     tracker: Tracker | None = None,
     fingerprint: str | None = None,
+    carry: RoundCarry | None = None,
 ) -> dict[str, float]:
     """Run RL iteration ``round_idx`` of ``cfg.rl.algorithm``; returns (and saves) its metrics.
 
     Finished rounds in ``out_dir`` are reused only when they were made from the same config and starting
-    checkpoint (``rl_fingerprint``, computed here unless the caller passes it); else ``StaleRoundsError``."""
+    checkpoint (``rl_fingerprint``, computed here unless the caller passes it); else ``StaleRoundsError``.
+    ``carry``: the previous round's live state (see the module docstring); without one the round starts from
+    the previous round's checkpoint on disk and writes its own (a resume point)."""
     from seed_core.analyzer.annotate import annotate_trajectories
     from seed_core.analyzer.clients import CLIENTS
     from seed_core.contexts import TEACHER_CONTEXTS, hindsight_skills, make_encoders, static_skills
@@ -79,30 +141,44 @@ def run_rl_round(
     cfg = effective_config(cfg)  # the algorithm's fixed values applied: what is used is what is logged
     out_dir = Path(out_dir)
     check_rounds(out_dir, fingerprint or rl_fingerprint(cfg, init_checkpoint))
+    if carry is not None and not carry.trimmed:  # first round of this process: no end state in memory yet
+        trim_rounds(out_dir)
+        carry.trimmed = True
     final = round_dir(out_dir, round_idx)
     if (final / "DONE").is_file():
         return read_metrics(final / "metrics.json")
     algorithm = ALGORITHMS.get(cfg.rl.algorithm)
-    start = _start_checkpoint(out_dir, round_idx, init_checkpoint)
+    carried = carry.state if carry is not None and carry.round_idx == round_idx - 1 else None
+    start = None if carried else _start_checkpoint(out_dir, round_idx, init_checkpoint)
+    if start is not None and round_idx > 0 and not _resumable(start.parent):
+        raise RuntimeError(f"{start.parent} finished without a checkpoint (not a resume point: rl.save_every = "
+                           f"{cfg.rl.save_every}); run the rounds with `python -m seed_core.stages.rl` (no --round), which "
+                           "restarts after the newest resume point")
+    check_services(cfg, analyzer=cfg.annotate.client if algorithm.analyzer == "annotate" else algorithm.analyzer)
     work = final.with_name(f".{final.name}.tmp")  # a killed attempt leaves only this; it is rebuilt
     t_start = time.perf_counter()
     seed = task_seed(cfg, "rl", round_idx)
     torch.manual_seed(seed)
 
-    accelerator = make_accelerator(cfg.model)
+    if carried:
+        carry.state = None  # taken: put back only when this round finished
+        accelerator, policy, optimizer, ref = (carried[k] for k in ("accelerator", "policy", "optimizer", "ref"))
+    else:
+        assert start is not None
+        accelerator = make_accelerator(cfg.model)
+        check_layout(accelerator, cfg, generates=True)
+        resume_lora = cfg.model.lora_rank > 0 and round_idx > 0 and (start / ADAPTER_DIR).is_dir()
+        adapter = start / ADAPTER_DIR if resume_lora else None
+        # LoRA resumes as base + saved adapter (optimizer moments stay attached); `start` holds the merged weights
+        policy = replace(load_policy(cfg.model, init_checkpoint if adapter else start), source=start)
+        policy.model = apply_lora(policy.model, cfg.model, adapter)
+        ref = load_policy(cfg.model, init_checkpoint, trainable=False).model if cfg.rl.kl_coef > 0 else None
+        optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=cfg.rl.lr,
+                                      betas=(0.9, 0.999), weight_decay=cfg.rl.weight_decay)
+        policy.model, optimizer = accelerator.prepare(policy.model, optimizer)
+        load_optimizer(accelerator, optimizer, start)
+        ref = prepare_reference(accelerator, ref) if ref is not None else None
     comm = Collective(accelerator)
-    check_layout(accelerator, cfg, generates=True)
-    resume_lora = cfg.model.lora_rank > 0 and round_idx > 0 and (start / ADAPTER_DIR).is_dir()
-    adapter = start / ADAPTER_DIR if resume_lora else None
-    # LoRA resumes as base + saved adapter (optimizer moments stay attached); `start` holds the merged weights
-    policy = replace(load_policy(cfg.model, init_checkpoint if adapter else start), source=start)
-    policy.model = apply_lora(policy.model, cfg.model, adapter)
-    ref = load_policy(cfg.model, init_checkpoint, trainable=False).model if cfg.rl.kl_coef > 0 else None
-    optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=cfg.rl.lr,
-                                  betas=(0.9, 0.999), weight_decay=cfg.rl.weight_decay)
-    policy.model, optimizer = accelerator.prepare(policy.model, optimizer)
-    load_optimizer(accelerator, optimizer, start)
-    ref = prepare_reference(accelerator, ref) if ref is not None else None
     # generation runs on the plain module (DDP wraps only forward/backward); same parameters, no copy
     backend = BACKENDS.get(cfg.generation.backend)(replace(policy, model=accelerator.unwrap_model(policy.model)),
                                                    cfg.generation)
@@ -164,34 +240,28 @@ def run_rl_round(
     if accelerator.is_main_process:
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
-    save_policy(accelerator, policy.model, policy.tokenizer, work / "checkpoint", optimizer)
+    if carry is None or is_resume_point(cfg, round_idx):
+        save_policy(accelerator, policy.model, policy.tokenizer, work / "checkpoint", optimizer)
+        policy = replace(policy, source=final / "checkpoint")
+    elif cfg.generation.backend == "vllm":  # the engines load the next round's weights from disk
+        save_policy(accelerator, policy.model, policy.tokenizer, work / "weights")
+        policy = replace(policy, source=final / "weights")
     if accelerator.is_main_process:
         write_records(all_records, work / "trajectories.parquet", StepRecord)
         write_records(all_notes, work / "annotations.parquet", AnnotationRecord)
         write_tasks(all_tasks, work / "tasks.json")
         write_json(work / "metrics.json", metrics)
-        (work / "DONE").write_text("ok\n")
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(work, final)
-        _prune(cfg, out_dir, round_idx)
+        atomic_write_text(work / "DONE", "ok\n")
+        swap_dir(work, final)
+        _prune_checkpoints(out_dir, round_idx)
         tracker.log_metrics(metrics, step=round_idx)
         if round_idx == 0:
             tracker.log_params(effective_tags(cfg.rl, algorithm))
     accelerator.wait_for_everyone()
+    if carry is not None:
+        carry.round_idx = round_idx
+        carry.state = {"accelerator": accelerator, "policy": policy, "optimizer": optimizer, "ref": ref}
     return metrics
-
-
-def _prune(cfg: SeedConfig, out_dir: Path, round_idx: int) -> None:
-    """Drop the previous round's checkpoint unless ``rl.save_every`` keeps it (the newest is the resume point)."""
-    if round_idx == 0:
-        return
-    prev = round_dir(out_dir, round_idx - 1)
-    keep = cfg.rl.save_every > 0 and round_idx % cfg.rl.save_every == 0
-    for opt in (prev / "checkpoint").glob("optimizer*.pt"):  # optimizer.pt, or one per rank under FSDP
-        opt.unlink()
-    if not keep:
-        shutil.rmtree(prev / "checkpoint", ignore_errors=True)
 
 
 def finalize_rl(cfg: SeedConfig, out_dir: Path) -> dict[str, float]:
@@ -207,8 +277,6 @@ def finalize_rl(cfg: SeedConfig, out_dir: Path) -> dict[str, float]:
         raise RuntimeError(f"{last} is not finished; run all {cfg.rl.rounds} rounds before finalizing")
     rows = [{"round": i, **read_metrics(round_dir(out_dir, i) / "metrics.json")} for i in range(cfg.rl.rounds)]
     curve = pd.DataFrame(rows)
-    from seed_core.io import atomic_write_text
-
     atomic_write_text(out_dir / "curve.csv", curve.to_csv(index=False))
     if not (last / "checkpoint").is_dir():  # pruned: later rounds of a longer run exist (rl.rounds was lowered)
         raise RuntimeError(f"{last}/checkpoint was pruned because {out_dir} holds later rounds; set rl.rounds back "
@@ -233,8 +301,9 @@ def run_rl(cfg: SeedConfig, init_checkpoint: Path, out_dir: Path, analyzer_check
     """All rounds (resuming after the last finished one), then ``finalize_rl``."""
     cfg = effective_config(cfg)
     fingerprint = rl_fingerprint(cfg, init_checkpoint)  # hashes the starting checkpoint once per run
+    carry = RoundCarry()
     for i in range(cfg.rl.rounds):
-        run_rl_round(cfg, i, init_checkpoint, out_dir, analyzer_checkpoint, tracker, fingerprint)
+        run_rl_round(cfg, i, init_checkpoint, out_dir, analyzer_checkpoint, tracker, fingerprint, carry)
     return finalize_rl(cfg, out_dir)
 
 
@@ -252,7 +321,7 @@ def main() -> None:
             print(run_rl_round(cfg, args.round, Path(args.init), Path(args.out), ckpt))
         else:
             print(run_rl(cfg, Path(args.init), Path(args.out), ckpt))
-    except (DataFileError, StaleRoundsError) as err:  # the message says the fix
+    except (DataFileError, StaleRoundsError, ServiceUnavailableError) as err:  # the message says the fix
         raise SystemExit(f"seed rl: {err}") from None
 
 

@@ -1,4 +1,6 @@
-"""Checkpoints are plain Hugging Face directories, written atomically (temp dir, then rename)."""
+"""Checkpoints are plain Hugging Face directories, written atomically and durably: built in a temp dir,
+fsynced, then swapped in by ``seed_core.io.swap_dir`` (old aside -> new in -> old deleted; a killed swap is
+recovered by the next one or by ``load_policy``), so some complete checkpoint exists at every moment."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from seed_core.io import recover_dir, swap_dir
 
 
 ADAPTER_DIR = "adapter"
@@ -24,6 +28,7 @@ def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path, optimizer: torch.
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
+    recover_dir(out_dir)
     if hasattr(model, "peft_config"):
         if keep_adapter:
             model.save_pretrained(tmp / ADAPTER_DIR)
@@ -34,10 +39,7 @@ def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path, optimizer: torch.
     tokenizer.save_pretrained(tmp)
     if optimizer is not None:
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    os.replace(tmp, out_dir)
-    return out_dir
+    return swap_dir(tmp, out_dir)
 
 
 def share_tied_weights(model: Any, state_dict: dict[str, Any]) -> dict[str, Any]:
@@ -74,7 +76,4 @@ def link_tree(src: Path, dst: Path) -> Path:
                 os.link(f, tmp / f.name)
             except OSError:
                 shutil.copy2(f, tmp / f.name)
-    if dst.exists():
-        shutil.rmtree(dst)
-    os.replace(tmp, dst)
-    return dst
+    return swap_dir(tmp, dst)

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from seed_core.config import ModelConfig
-from seed_core.io import DataFileError
+from seed_core.io import DataFileError, fsync_file
 from seed_core.trainer.checkpoint import save_checkpoint
 
 
@@ -151,10 +151,12 @@ def save_policy(accelerator: Any, model: Any, tokenizer: Any, out_dir: Path, opt
     LoRA weights are merged in; ``keep_adapter`` also saves the adapter to ``adapter/`` for resuming.
     """
     state = accelerator.get_state_dict(model)  # collective under FSDP: every rank must call it
-    if accelerator.is_main_process:
-        save_checkpoint(accelerator.unwrap_model(model), tokenizer, out_dir, state_dict=state,
-                        keep_adapter=keep_adapter)
+    sharded = is_fsdp(accelerator)
+    if accelerator.is_main_process:  # one process: the optimizer state is part of the atomic swap
+        save_checkpoint(accelerator.unwrap_model(model), tokenizer, out_dir, None if sharded else optimizer,
+                        state_dict=state, keep_adapter=keep_adapter)
     accelerator.wait_for_everyone()
-    if optimizer is not None and (accelerator.is_main_process or is_fsdp(accelerator)):
+    if optimizer is not None and sharded:  # one file per rank, after the weights (the caller's dir is a temp one)
         torch.save(optimizer.state_dict(), Path(out_dir) / optimizer_file(accelerator))
+        fsync_file(Path(out_dir) / optimizer_file(accelerator))
     accelerator.wait_for_everyone()

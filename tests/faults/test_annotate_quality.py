@@ -110,3 +110,36 @@ def test_the_prefect_task_does_not_retry_what_a_retry_cannot_fix() -> None:
     assert not worth_retrying(None, None, Failed(data=DataFileError("0 rows")))
     assert not worth_retrying(None, None, Failed(data=AnalyzerSetupError("no endpoint")))
     assert worth_retrying(None, None, Failed(data=ConnectionError("flaky")))
+
+
+def test_the_first_n_identical_failures_stop_the_stage_before_the_rest_is_sent(
+    tmp_path: Path, fault_server: Serve, openai_cfg: SeedConfig,
+) -> None:
+    server = fault_server(fs.always(fs.error(404, "The model `fake-model` does not exist")))
+    write_collect(tmp_path / "collect", 20)
+    out = tmp_path / "annotate"
+    (out).mkdir()
+    (out / "sft_examples.jsonl").write_text("stale\n")  # a previous run's output must not look current
+    cfg = with_overrides(openai_cfg, {"annotate.fail_fast_after": 4, "annotate.concurrency": 1})
+    with pytest.raises(AnnotationQualityError) as err:
+        run_annotate(cfg, tmp_path / "collect", out)
+    assert str(err.value).startswith(
+        f"stopped early: the first 4 trajectories sent to the endpoint {server.base_url} (model 'fake-model') all "
+        "failed the same way, NotFoundError (e.g. 'NotFoundError: Error code: 404")
+    assert "the rest of the 20 were not sent" in str(err.value) and "annotate.fail_fast_after: 0" in str(err.value)
+    # 4 finished, at most one more already in flight on the one worker; the other 15 were never sent
+    assert len(server.chat_calls()) <= 5 and not (out / "sft_examples.jsonl").exists()
+
+
+@pytest.mark.parametrize("plan", [
+    pytest.param(lambda call: fs.OK if marker(2) in call.prompt else fs.error(404, "nope"), id="one-succeeds"),
+    pytest.param(lambda call: fs.error(401 if marker(1) in call.prompt else 404, "nope"), id="two-causes"),
+])
+def test_no_early_stop_unless_all_the_first_n_fail_the_same_way(plan, tmp_path: Path, fault_server: Serve,
+                                                                 openai_cfg: SeedConfig) -> None:
+    server = fault_server(plan)
+    write_collect(tmp_path / "collect", 8)
+    cfg = with_overrides(openai_cfg, {"annotate.fail_fast_after": 4, "annotate.concurrency": 1})
+    with pytest.raises(AnnotationQualityError, match=r"^only [01] of 8 trajectories were annotated"):
+        run_annotate(cfg, tmp_path / "collect", tmp_path / "annotate")
+    assert len(server.chat_calls()) == 8  # every trajectory was tried; min_ok_fraction judged the result

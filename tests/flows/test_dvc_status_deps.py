@@ -68,3 +68,25 @@ def test_an_edit_marks_exactly_the_stages_that_import_the_file(project: Path, ed
     finally:
         path.write_text(original)
     assert changed == expected
+
+
+@pytest.mark.parametrize(("key", "value"), [("rl.lr", 2e-6), ("generation.eval_temperature", 0.5), ("sft.lr", 3e-5),
+                                            ("annotate.concurrency", 3), ("model.path", "other-model")])
+def test_a_params_change_marks_exactly_the_stages_that_read_the_key(project: Path, key: str, value: object) -> None:
+    """Params are listed key by key (seed_core.stage_params): an unrelated key leaves a stage up to date, and a
+    key no stage's results depend on (annotate.concurrency) reruns nothing."""
+    from seed_core.stage_params import STAGE_PARAMS, covers
+
+    expected = {name for name, keys in STAGE_PARAMS.items() if covers(keys, key)}
+    path = project / "params.yaml"
+    original = path.read_text()
+    params = yaml.safe_load(original)
+    section, _, leaf = key.partition(".")
+    params[section][leaf] = value
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+    try:
+        changed = {name.split("@")[0] for name in json.loads(_dvc(project, "status", "--json"))}
+    finally:
+        path.write_text(original)
+    assert changed == expected
+    assert key != "annotate.concurrency" or changed == set()

@@ -55,7 +55,7 @@ def test_importing_every_flow_and_task_module_loads_no_torch() -> None:
 # --- inside seed_core: no import circle, no upward arrow (issue 12) -------------------------------------------
 
 LAYERS = (  # lowest first; a module may import its own layer or lower ones, never a higher one
-    ("base", ("registry", "types", "config", "io", "stats", "skill_insert")),
+    ("base", ("registry", "types", "config", "io", "stats", "skill_insert", "stage_params")),
     ("engines", ("alfworld", "webshop", "retrieval", "data_gen")),
     ("envs", ("envs",)),
     ("models", ("models", "losses", "algorithms", "contexts", "static_skills", "task_sets", "resume", "tracking")),
@@ -63,7 +63,7 @@ LAYERS = (  # lowest first; a module may import its own layer or lower ones, nev
     ("trainer", ("trainer",)),
     ("analyzer", ("analyzer",)),
     ("builders", ("model_builders", "testbed")),
-    ("loader", ("loader", "generate_data")),
+    ("loader", ("loader", "generate_data", "preflight")),
     ("stages", ("stages",)),
     ("pipeline", ("sweep", "sweep_report")),
 )

@@ -1,0 +1,87 @@
+"""The ``params.yaml`` keys each DVC stage reads: the source of truth for dvc.yaml's ``params:`` lists
+(written by ``python scripts/dvc_deps.py --write``) and for the RL resume fingerprint.
+
+A key is a leaf (``rl.lr``) or a whole section (``env.sokoban``: the environment that runs reads its own
+sub-section; DVC cannot say "only the chosen one"). ``tests/unit/test_stage_params.py`` runs each stage's engine
+on a tiny config under a recording config (every leaf read, on any copy) and scans its flow and task modules,
+and checks that the stage reads no key outside its list and ``NOT_RESULTS``; ``tests/unit/test_dvc_deps.py``
+checks dvc.yaml against these lists. So changing a key reruns exactly the stages that read it.
+
+Whole-config records are not reads. Every stage writes the whole resolved config to ``resolved_config.json``
+and logs it as MLflow params: a record of the values in force when it ran (no stage reads another's), which a
+change to a key the stage does not read leaves as it was, like the stage's outputs. What decides whether
+finished RL rounds are reused, ``rl_fingerprint``, hashes only ``fingerprint_keys()`` (the rl stage's keys),
+so the engine and DVC agree on what makes a round stale.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+NOT_RESULTS = ("tracking", "project.data_dir", "project.preset", "sweep", "rl.save_every", "annotate.concurrency",
+               "annotate.fail_fast_after", "annotate.min_ok_fraction")
+"""Keys stages read that change no output: where runs are logged (``tracking``), the output root (fixed by
+dvc.yaml's paths), the preset label (MLflow tag; the report, which prints it, lists it), the sweep (its own
+DAG: sweep/dvc.yaml), how often RL writes resume points, and how Stage 1 paces or gives up on its calls
+(parallelism; stop early / fail below a share: a run that passes wrote the same outputs)."""
+
+_RUN_MODEL = ("model.dtype", "model.device", "model.chat_template_kwargs")
+_TRAIN_MODEL = (*_RUN_MODEL, "model.gradient_checkpointing", "model.mixed_precision", "model.lora_rank",
+                "model.lora_alpha", "model.lora_dropout", "model.lora_target_modules", "project.accelerate_config")
+_ENV = ("env.name", "env.max_steps", "env.history_length", "env.invalid_action_penalty", "env.sokoban",
+        "env.ezpoints", "env.alfworld", "env.search_qa", "env.webshop")
+_GENERATE = ("generation.backend", "generation.top_p", "generation.top_k", "generation.max_new_tokens",
+             "generation.max_prompt_tokens", "generation.batch_size", "generation.vllm")
+_ANALYZER = ("annotate.client", "annotate.model", "annotate.temperature", "annotate.max_tokens",
+             "annotate.parse_attempts", "annotate.timeout_s", "annotate.max_retries", "annotate.prompt_version")
+"""What the Stage-1 analyzer's answers depend on (``openai``: model and sampling; the oracle: nothing more)."""
+_SELF_ANALYZER = ("rl.analyzer_temperature", "rl.analyzer_max_new_tokens", "annotate.parse_attempts")
+
+STAGE_PARAMS: dict[str, tuple[str, ...]] = {
+    "prepare_model": ("model.path", "project.seed", *_ENV, "generation.max_prompt_tokens", "testbed"),
+    "generate_alfworld": ("project.seed", "env.name", "env.alfworld"),
+    "collect": ("project.seed", *_RUN_MODEL, *_ENV, *_GENERATE, "generation.temperature", "collect"),
+    "annotate": ("env.name", "env.max_steps", "env.sokoban", "env.ezpoints", "env.alfworld", "env.search_qa",
+                 "env.webshop", *_ANALYZER),
+    # model.path and env.name: the registered checkpoint's name and tags (flows/common.py model_name / model_tags)
+    "sft": ("project.seed", "model.path", "env.name", *_TRAIN_MODEL, "generation.max_prompt_tokens", "sft"),
+    # rl.algorithm is the foreach item (flows/rl.py --algorithm), never params.yaml's value
+    "rl": ("project.seed", "model.path", *_TRAIN_MODEL, *_ENV, *_GENERATE, "generation.temperature", *_ANALYZER,
+           "rl.rounds", "rl.tasks_per_round", "rl.group_size", "rl.advantage", "rl.policy_loss", "rl.distill_loss",
+           "rl.clip_ratio_low", "rl.clip_ratio_high", "rl.clip_ratio_c", "rl.kl_coef", "rl.entropy_coef",
+           "rl.opd_coef", "rl.gate_beta", "rl.opid_coef", "rl.pg_coef", "rl.rlsd_lambda0", "rl.rlsd_decay_steps",
+           "rl.rlsd_clip", "rl.static_skills_dir", "rl.max_step_skills", "rl.lr", "rl.weight_decay", "rl.grad_clip",
+           "rl.mini_batch_size", "rl.micro_batch_size", "rl.micro_batch_tokens", "rl.ppo_epochs",
+           "rl.analyzer_temperature", "rl.analyzer_max_new_tokens", "rl.analyzer_checkpoint"),
+    "evaluate": ("project.seed", "model.path", *_RUN_MODEL, *_ENV, *_GENERATE, "generation.eval_temperature",
+                 *_SELF_ANALYZER, "rl.static_skills_dir", "eval"),
+    "report": ("project.preset", "model.path", "annotate.client", "rl.rounds", "rl.tasks_per_round",
+               "rl.group_size"),
+}
+
+
+FOREACH_KEYS: dict[str, tuple[str, ...]] = {"rl": ("rl.algorithm",)}
+"""Keys a foreach stage takes from its item (``python -m flows.rl --algorithm ${item}``), not from params.yaml."""
+
+
+def covers(keys: tuple[str, ...] | list[str], key: str) -> bool:
+    """Whether ``key`` is one of ``keys`` or inside a section among them (``env.sokoban`` covers
+    ``env.sokoban.dim_room``)."""
+    return any(key == k or key.startswith(k + ".") for k in keys)
+
+
+def fingerprint_keys() -> tuple[str, ...]:
+    """What finished RL rounds depend on: the rl stage's keys less ``rl.rounds`` (raising it extends a run),
+    plus ``rl.algorithm`` (the stage's foreach item)."""
+    return tuple(k for k in STAGE_PARAMS["rl"] if k != "rl.rounds") + FOREACH_KEYS["rl"]
+
+
+def project(values: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """The ``keys`` of a dumped config (``cfg.model_dump(mode="json")``), as ``{dotted key: value}``."""
+    out: dict[str, Any] = {}
+    for key in keys:
+        node: Any = values
+        for part in key.split("."):
+            node = node[part]
+        out[key] = node
+    return out

@@ -1,0 +1,131 @@
+"""DVC params key by key (issue 14): each stage lists the params.yaml keys it reads (seed_core.stage_params),
+dvc.yaml carries exactly those lists, and running each stage's engine on a tiny config under a recording
+config reads no key outside its list (so a key a stage does not list cannot change its outputs)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from seed_core.config import SeedConfig
+from seed_core.stage_params import FOREACH_KEYS, NOT_RESULTS, STAGE_PARAMS, covers, fingerprint_keys
+from seed_core.resume import rl_fingerprint
+from seed_core.loader import with_overrides
+from tests.unit.config_recorder import PATHS, recording
+from tests.unit.test_dvc_deps import ROOT, STAGES
+
+
+def _is_key(key: str) -> bool:
+    """A leaf or a section of SeedConfig."""
+    sections = {path.rstrip(".") for path in PATHS.values()}
+    leaves = {path + name for cls, path in PATHS.items() for name in cls.model_fields}
+    return key in sections or key in leaves
+
+
+def test_dvc_yaml_lists_exactly_the_declared_keys_of_each_stage() -> None:
+    assert set(STAGES) == set(STAGE_PARAMS)
+    for stage, (_, _, params) in STAGES.items():
+        assert params == list(STAGE_PARAMS[stage]), f"run `python scripts/dvc_deps.py --write` ({stage})"
+
+
+def test_every_declared_key_is_a_config_key_and_listed_once() -> None:
+    for stage, keys in STAGE_PARAMS.items():
+        assert len(set(keys)) == len(keys), stage
+        assert all(_is_key(k) for k in keys), [k for k in keys if not _is_key(k)]
+    assert all(_is_key(k) for k in NOT_RESULTS)
+
+
+def test_the_recorder_sees_reads_on_copies_and_whole_section_dumps() -> None:
+    cfg = with_overrides(SeedConfig(), {"rl.lr": 0.1})
+    with recording() as reads:
+        _ = cfg.model_copy().rl.lr, cfg.generation.vllm.model_dump_json(), cfg.model_dump()
+        with_overrides(SeedConfig(), {"rl.kl_coef": 0.0})  # validation reads every key: not a read
+    assert "rl.lr" in reads and "generation.vllm.host" in reads and "rl.kl_coef" not in reads
+    assert not any(k.startswith("sft.") for k in reads)  # the whole-config dump is a record, not a read
+
+
+def _flow_reads(stage: str) -> set[str]:
+    """``cfg.<key>`` in the stage's own flow and task modules (flows/common.py's helpers read MLflow tags and
+    paths only: model_tags, model_name, stage_paths)."""
+    found: set[str] = set()
+    for path in [ROOT / "flows" / f"{stage}.py", ROOT / "tasks" / f"{stage}.py", ROOT / "tasks" / "launch.py"]:
+        if stage in ("sft", "rl") or path.name != "launch.py":
+            for chain in re.findall(r"\bcfg\.([a-z_]+(?:\.[a-z_]+)*)", path.read_text()):
+                parts = chain.split(".")
+                keys = [".".join(parts[:i]) for i in range(len(parts), 0, -1) if _is_key(".".join(parts[:i]))]
+                found |= set(keys[:1])
+    return found
+
+
+@pytest.mark.parametrize("stage", sorted(STAGE_PARAMS))
+def test_flows_and_tasks_read_only_declared_keys(stage: str) -> None:
+    allowed = (*STAGE_PARAMS[stage], *NOT_RESULTS, *FOREACH_KEYS.get(stage, ()))
+    extra = {k for k in _flow_reads(stage) if not covers(allowed, k)}
+    assert not extra, f"flows/tasks of {stage!r} read {sorted(extra)}: add them to seed_core.stage_params"
+
+
+@pytest.fixture(scope="module")
+def stage_reads(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
+    """Every engine stage run once on a tiny config (each RL algorithm of dvc.yaml, evaluate with and without
+    its skill rows), recording the keys read."""
+    from seed_core.stages.annotate import run_annotate
+    from seed_core.stages.collect import run_collect
+    from seed_core.stages.evaluate import run_evaluate
+    from seed_core.stages.generate_alfworld import run_generate_alfworld
+    from seed_core.stages.prepare_model import run_prepare_model
+    from seed_core.stages.rl import run_rl
+    from seed_core.stages.sft import run_sft
+
+    tmp = tmp_path_factory.mktemp("reads")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    cfg = with_overrides(SeedConfig(), {
+        "model.path": str(tiny_model_dir), "model.device": "cpu", "env.max_steps": 1, "collect.num_tasks": 2,
+        "rl.rounds": 1, "rl.tasks_per_round": 1, "rl.group_size": 2, "rl.micro_batch_size": 4,
+        "rl.mini_batch_size": 1, "generation.max_new_tokens": 4, "generation.max_prompt_tokens": 256,
+        "sft.epochs": 1, "eval.num_tasks": 1, "annotate.min_ok_fraction": 0.0,
+        "rl.static_skills_dir": str(tmp / "annotate" / "static_skills")})
+    reads: dict[str, set[str]] = {}
+    runs = {
+        "prepare_model": lambda: run_prepare_model(cfg, tmp / "base"),
+        "generate_alfworld": lambda: run_generate_alfworld(cfg, tmp / "games"),
+        "collect": lambda: run_collect(cfg, tiny_model_dir, tmp / "collect"),
+        "annotate": lambda: run_annotate(cfg, tmp / "collect", tmp / "annotate"),
+        "sft": lambda: run_sft(cfg, tiny_model_dir, tmp / "annotate", tmp / "sft"),
+        "rl": lambda: [run_rl(with_overrides(cfg, {"rl.algorithm": a}), tmp / "sft" / "checkpoint", tmp / f"rl-{a}")
+                       for a in ("grpo", "seed", "seed_static")],
+        "evaluate": lambda: [run_evaluate(with_overrides(cfg, extra), tmp / "sft" / "checkpoint", tmp / f"eval{i}",
+                                          "sft")
+                             for i, extra in enumerate([{"eval.skill_prompt": True}, {"eval.with_skills": True}])],
+    }
+    try:
+        for stage, run in runs.items():
+            with recording() as got:
+                run()
+            reads[stage] = got
+    finally:
+        torch.set_num_threads(threads)
+    return reads
+
+
+@pytest.mark.parametrize("stage", ["prepare_model", "generate_alfworld", "collect", "annotate", "sft", "rl",
+                                   "evaluate"])
+def test_each_stage_reads_no_key_outside_its_list(stage: str, stage_reads: dict[str, set[str]]) -> None:
+    read = stage_reads[stage]
+    assert read, f"nothing recorded for {stage}"
+    allowed = (*STAGE_PARAMS[stage], *NOT_RESULTS, *FOREACH_KEYS.get(stage, ()))
+    extra = sorted(k for k in read if not covers(allowed, k))
+    assert not extra, f"stage {stage!r} reads {extra}, which its dvc.yaml params do not list (seed_core.stage_params)"
+
+
+def test_the_rl_fingerprint_ignores_keys_the_rl_stage_does_not_read(tiny_model_dir: Path) -> None:
+    cfg = SeedConfig()
+    base = rl_fingerprint(cfg, tiny_model_dir)
+    assert rl_fingerprint(with_overrides(cfg, {"sft.lr": 0.5, "annotate.concurrency": 2, "eval.num_tasks": 3,
+                                              "rl.rounds": 9, "rl.save_every": 2}), tiny_model_dir) == base
+    assert rl_fingerprint(with_overrides(cfg, {"rl.lr": 0.5}), tiny_model_dir) != base
+    assert rl_fingerprint(with_overrides(cfg, {"rl.algorithm": "grpo"}), tiny_model_dir) != base
+    assert "rl.rounds" not in fingerprint_keys()
