@@ -10,7 +10,7 @@ if TYPE_CHECKING:
 
 
 def registry_fields(cfg: "SeedConfig") -> Iterator[tuple[str, "Registry[Any]", str]]:
-    from seed_core.algorithms import ALGORITHMS, CHECKPOINT_METHODS
+    from seed_core.algorithms import ALGORITHMS
     from seed_core.analyzer.clients import CLIENTS
     from seed_core.envs import ENVS
     from seed_core.losses import ADVANTAGES, DISTILL_LOSSES, POLICY_LOSSES
@@ -28,6 +28,7 @@ def registry_fields(cfg: "SeedConfig") -> Iterator[tuple[str, "Registry[Any]", s
 
         algo = ALGORITHMS.get(cfg.rl.algorithm)
         yield f"rl.algorithm={algo.name}: distill_loss", DISTILL_LOSSES, effective_rl(cfg.rl, algo).distill_loss
-    for i, method in enumerate(cfg.sweep.methods):
-        if method not in CHECKPOINT_METHODS:
-            yield f"sweep.methods[{i}]", ALGORITHMS, method
+    from seed_core.methods import METHODS
+
+    for i, method in enumerate(cfg.sweep.methods):  # vanilla, sft, an algorithm, or a "*" method of one
+        yield f"sweep.methods[{i}]", METHODS, method

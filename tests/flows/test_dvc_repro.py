@@ -87,7 +87,7 @@ def test_stage_processes_attach_to_the_parent_run(project, first_run, mlflow_uri
     assert len(parents) == 1
     parent = parents[0]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-    assert len(children) == 13  # prepare, collect, annotate, sft, 3 x rl, 5 x evaluate, report
+    assert len(children) == 14  # prepare, collect, annotate, sft, 3 x rl, 6 x evaluate (seed_star too), report
     sft = next(r for r in children if r.info.run_name == "sft")
     assert sft.data.tags["dvc_stage"] == "sft"
     assert sft.data.tags["dvc.dep.data/models/base"].endswith(".dir")  # input hash from dvc.lock
