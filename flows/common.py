@@ -39,6 +39,8 @@ def eval_methods(cfg: SeedConfig) -> tuple[str, ...]:
     """Evaluated methods: ``EVAL_METHODS``, ``rl.algorithm`` and its "*" row (evaluated with the static skill of
     each task's type in the prompt: Skill-GRPO* for ``rl.algorithm=skill_grpo``)."""
     return tuple(dict.fromkeys((*EVAL_METHODS, cfg.rl.algorithm, star(cfg.rl.algorithm))))
+
+
 PARENT_RUN_VAR = "SEED_PARENT_RUN_ID"
 """Run-context variable (not configuration): the MLflow parent run that ``seed run`` / the served
 deployment opened; DVC stage processes attach their runs to it (never ``MLFLOW_RUN_ID``, pitfall 15)."""
