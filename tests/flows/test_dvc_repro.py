@@ -63,9 +63,11 @@ def first_run(project: tuple[Path, dict[str, str]]) -> subprocess.CompletedProce
 
 def test_seed_run_reproduces_every_stage_and_prints_the_table(project, first_run) -> None:
     root, _ = project
-    assert "| Method |" in first_run.stdout and "| seed_static |" in first_run.stdout
+    assert "| Method |" in first_run.stdout and "| SEED-static |" in first_run.stdout  # the paper's labels
+    assert "| SEED* |" in first_run.stdout  # rl.algorithm = seed: SEED also evaluated with the static skills
     lock = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
-    assert {"prepare_model", "collect", "annotate", "sft", "rl@seed", "evaluate@vanilla", "report"} <= set(lock)
+    assert {"prepare_model", "collect", "annotate", "sft", "rl@seed", "evaluate@vanilla", "evaluate@seed_star",
+            "report"} <= set(lock)
     assert (root / "reports" / "curve_success.png").is_file()
 
 
