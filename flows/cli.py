@@ -3,6 +3,7 @@
     seed run                                   # dvc repro under an MLflow parent run, then the table
     seed run --preset presets/sokoban-qwen2.5-1.5b.yaml -S rl.opd_coef=0.02 --name opd-0.02
     seed sweep --seeds 5                       # the methods table over seeds, with confidence intervals
+    seed sweep --methods vanilla,sft,grpo,skill_grpo,skill_grpo*,sdar,seed   # "*": with the static skills
     seed stage rl@seed                         # one DVC stage (dvc repro --single-item)
     seed ui / seed ui --stop                   # Prefect + MLflow servers on 127.0.0.1
     seed serve                                 # the Prefect UI deployment (needs `seed ui`)
@@ -32,6 +33,15 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         return loader.parse_overrides(items, origin="--set")
     except ConfigError as err:
         raise typer.BadParameter(str(err), param_hint="--set") from None
+
+
+def parse_methods(text: str) -> list[str]:
+    """``"grpo,skill_grpo*"`` -> ``["grpo", "skill_grpo_star"]``: the paper's "*" (evaluated with the static
+    skills in the prompt) is the method key's ``_star`` (``seed_core.methods``)."""
+    from seed_core.methods import STAR
+
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    return [m[:-1] + STAR if m.endswith("*") else m for m in names]
 
 
 @contextlib.contextmanager
@@ -82,7 +92,8 @@ def sweep_metrics(root: Path, cfg: Any) -> dict[str, float]:
 @app.command()
 def sweep(seeds: Annotated[int, typer.Option(min=1, help="seeds 0..N-1, one DVC foreach cell each")] = 5,
           methods: Annotated[Optional[str], typer.Option(
-              help="comma-separated: vanilla, sft and any RL algorithm (default: sweep.methods)")] = None,
+              help="comma-separated: vanilla, sft, any RL algorithm, and any of them with * (skill_grpo*: evaluated "
+                   "with the static skills in the prompt) (default: sweep.methods)")] = None,
           preset: Annotated[Optional[Path], typer.Option(help="a params file from presets/")] = None,
           set_: Annotated[Optional[list[str]], typer.Option("--set", "-S", help="KEY=VALUE")] = None) -> None:
     """The methods table over seeds (sweep/dvc.yaml): mean ± 95% CI, IQM, P(SEED > GRPO); finished cells are
@@ -92,8 +103,8 @@ def sweep(seeds: Annotated[int, typer.Option(min=1, help="seeds 0..N-1, one DVC 
     current = loader.load_config(preset or project_root() / "params.yaml")
     if list(range(seeds)) != current.sweep.seeds:
         overrides["sweep.seeds"] = list(range(seeds))
-    if methods and methods.split(",") != current.sweep.methods:
-        overrides["sweep.methods"] = methods.split(",")
+    if methods and parse_methods(methods) != current.sweep.methods:
+        overrides["sweep.methods"] = parse_methods(methods)
     with pipeline_errors():
         run_pipeline(preset, overrides, targets=("sweep/dvc.yaml",), run_name="sweep", summary=sweep_metrics,
                      artifacts=("params.yaml", "sweep/dvc.lock", f"{SWEEP_DIR}/table.md",

@@ -1,8 +1,10 @@
 """Glue shared by the stage flows: argument parsing with a clean config error, the data layout, and
 the MLflow run of a stage tied to its Prefect flow run, its DVC lineage and the pipeline's parent run.
 
-The methods compared by the pipeline live here once (``RL_ALGORITHMS``, ``EVAL_METHODS``);
-``dvc.yaml`` mirrors them and ``tests/unit/test_params_consistency.py`` checks that it does.
+The methods compared by the pipeline live here once (``rl_algorithms``, ``eval_methods``: fixed baselines
+plus ``rl.algorithm`` and its "*" row); ``dvc.yaml`` mirrors them with ``${rl.algorithm}`` in its ``foreach``
+lists and ``tests/unit/test_params_consistency.py`` checks, through DVC itself, that it does for every
+registered algorithm.
 """
 
 from __future__ import annotations
@@ -21,13 +23,27 @@ import yaml
 from seed_core.algorithms import ALGORITHMS
 from seed_core.config import ConfigError, SeedConfig, project_root
 from seed_core.loader import load_config
+from seed_core.methods import METHODS, star
 from seed_core.resume import RESUME_FILE
 from seed_core.tracking import RunTracker, Tracker, open_run
 
 RL_ALGORITHMS = ("grpo", "seed", "seed_static")
-"""RL runs started from the same Stage-1 checkpoint (the paper's comparison)."""
+"""RL runs of every pipeline, started from the same Stage-1 checkpoint (the paper's comparison)."""
 EVAL_METHODS = ("vanilla", "sft", *RL_ALGORITHMS)
-"""Evaluated policies: the base model (``vanilla``), the Stage-1 SFT checkpoint, each RL result."""
+"""Methods every pipeline evaluates: the base model (``vanilla``), the Stage-1 SFT checkpoint, each RL result."""
+
+
+def rl_algorithms(cfg: SeedConfig) -> tuple[str, ...]:
+    """RL runs of the pipeline: ``RL_ALGORITHMS`` and ``rl.algorithm`` (``seed run -S rl.algorithm=sdar``)."""
+    return tuple(dict.fromkeys((*RL_ALGORITHMS, cfg.rl.algorithm)))
+
+
+def eval_methods(cfg: SeedConfig) -> tuple[str, ...]:
+    """Evaluated methods: ``EVAL_METHODS``, ``rl.algorithm`` and its "*" row (evaluated with the static skill of
+    each task's type in the prompt: Skill-GRPO* for ``rl.algorithm=skill_grpo``)."""
+    return tuple(dict.fromkeys((*EVAL_METHODS, cfg.rl.algorithm, star(cfg.rl.algorithm))))
+
+
 PARENT_RUN_VAR = "SEED_PARENT_RUN_ID"
 """Run-context variable (not configuration): the MLflow parent run that ``seed run`` / the served
 deployment opened; DVC stage processes attach their runs to it (never ``MLFLOW_RUN_ID``, pitfall 15)."""
@@ -68,9 +84,11 @@ class StagePaths:
         return self.data / "eval" / method
 
     def checkpoint(self, method: str) -> Path:
-        """The policy a method evaluates: base model, Stage-1 checkpoint, or an RL result."""
+        """The policy a method evaluates: base model, Stage-1 checkpoint, or an RL result ("*" methods: their
+        policy's)."""
+        policy = METHODS.get(method).policy if method in METHODS else method
         fixed = {"vanilla": self.base_model, "sft": self.sft / "checkpoint"}
-        return fixed.get(method, self.rl(method) / "checkpoint")
+        return fixed.get(policy, self.rl(policy) / "checkpoint")
 
 
 def stage_paths(cfg: SeedConfig) -> StagePaths:
@@ -106,7 +124,7 @@ def parse_args(stage: str, *options: str) -> argparse.Namespace:
     """``--params`` (+ the given ``--option``s); a malformed config stops here, before any work."""
     parser = argparse.ArgumentParser(prog=f"python -m flows.{stage}")
     parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="params.yaml or a preset")
-    choices = {"method": sorted({*EVAL_METHODS, *ALGORITHMS.names()}), "algorithm": ALGORITHMS.names()}
+    choices = {"method": METHODS.names(), "algorithm": ALGORITHMS.names()}
     for option in options:
         parser.add_argument(f"--{option}", required=True, choices=choices[option])
     args = parser.parse_args()

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from prefect import flow
 from prefect.runtime import flow_run
 
-from flows.common import EVAL_METHODS, PARENT_RUN_VAR, PIPELINE_FLOW_RUN_VAR, add_flow_run_tags, pipeline_tag
+from flows.common import PARENT_RUN_VAR, PIPELINE_FLOW_RUN_VAR, add_flow_run_tags, eval_methods, pipeline_tag
 from flows.results import log_results, publish_prefect, publish_stage_runs
 from flows.services import prefect_api
 from seed_core.config import project_root
@@ -57,12 +57,12 @@ def stage_env(parent_run_id: str | None) -> dict[str, str]:
     return env
 
 
-def final_metrics(root: Path, data_dir: str) -> dict[str, float]:
+def final_metrics(root: Path, cfg: Any) -> dict[str, float]:
     """``<method>/<metric>`` from every evaluation's metrics.json (DVC-cached stages log no MLflow run,
     pitfall 19, so the parent run carries the final numbers)."""
     out: dict[str, float] = {}
-    for method in EVAL_METHODS:
-        path = root / data_dir / "eval" / method / "metrics.json"
+    for method in eval_methods(cfg):
+        path = root / cfg.project.data_dir / "eval" / method / "metrics.json"
         if path.is_file():
             out |= {f"{method}/{k}": float(v) for k, v in json.loads(path.read_text()).items()
                     if isinstance(v, (int, float))}
@@ -113,7 +113,7 @@ def run_pipeline(preset: Path | None = None, overrides: dict[str, Any] | None = 
             finally:
                 if flow_run.id:  # also after a failed stage: the link to its logs matters most then
                     publish_stage_runs(pipeline_tag(flow_run.id))
-            metrics = (summary or (lambda r, c: final_metrics(r, c.project.data_dir)))(root, cfg)
+            metrics = (summary or final_metrics)(root, cfg)
             parent.log_metrics(metrics)
             if reports:
                 metrics |= log_results(parent, root / reports)

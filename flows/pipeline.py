@@ -1,7 +1,7 @@
 """The whole pipeline in one process (development, tests): every stage flow as a subflow, in order.
 
-Stage 1 (prepare_model, generate_alfworld -> collect -> annotate -> sft), then RL for each of ``RL_ALGORITHMS`` from
-the same SFT checkpoint, an evaluation of every method in ``EVAL_METHODS`` and the report. One
+Stage 1 (prepare_model, generate_alfworld -> collect -> annotate -> sft), then RL for each of ``rl_algorithms`` from
+the same SFT checkpoint, an evaluation of every method in ``eval_methods`` and the report. One
 MLflow parent run holds a child run per stage (and a grandchild per RL round). This path does not
 version anything: ``dvc repro`` / ``seed run`` is the reproducible way to run the same stages.
 """
@@ -15,7 +15,7 @@ from prefect.runtime import flow_run
 
 from flows.annotate import annotate_flow
 from flows.collect import collect_flow
-from flows.common import EVAL_METHODS, RL_ALGORITHMS, parse_args, stage_paths
+from flows.common import eval_methods, parse_args, rl_algorithms, stage_paths
 from flows.evaluate import evaluate_flow
 from flows.generate_alfworld import generate_alfworld_flow
 from flows.prepare_model import prepare_model_flow
@@ -35,9 +35,9 @@ def pipeline_flow(params_path: Path = Path("params.yaml")) -> dict[str, float]:
     with open_run(cfg, "pipeline", tags=tags) as parent:
         for stage in (prepare_model_flow, generate_alfworld_flow, collect_flow, annotate_flow, sft_flow):
             stage(params_path, parent_run_id=parent.run_id)
-        for algorithm in RL_ALGORITHMS:
+        for algorithm in rl_algorithms(cfg):
             rl_flow(params_path, algorithm, parent_run_id=parent.run_id)
-        for method in EVAL_METHODS:
+        for method in eval_methods(cfg):
             evaluate_flow(params_path, method, parent_run_id=parent.run_id)
         metrics = report_flow(params_path, parent_run_id=parent.run_id)
         log_results(parent, stage_paths(cfg).reports)  # the table, curves and headline metrics

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from flows.common import EVAL_METHODS, RL_ALGORITHMS, parse_args, stage_paths, stage_run
+from flows.common import eval_methods, parse_args, rl_algorithms, stage_paths, stage_run
 from flows.results import publish_prefect
 from seed_core.loader import load_config
 from tasks.report import report
@@ -17,8 +17,8 @@ from tasks.report import report
 def report_flow(params_path: Path = Path("params.yaml"), parent_run_id: str | None = None) -> dict[str, float]:
     cfg = load_config(params_path)
     paths = stage_paths(cfg)
-    eval_dirs = {m: paths.eval(m) for m in EVAL_METHODS}
-    rl_dirs = {a: paths.rl(a) for a in RL_ALGORITHMS}
+    eval_dirs = {m: paths.eval(m) for m in eval_methods(cfg)}
+    rl_dirs = {a: paths.rl(a) for a in rl_algorithms(cfg)}
     inputs = [d / "episodes.parquet" for d in eval_dirs.values()] + [d / "curve.csv" for d in rl_dirs.values()]
     with stage_run(cfg, "report", "report", inputs, parent_run_id) as tracker:
         metrics = report(eval_dirs, rl_dirs, paths.reports, cfg, tracker)

@@ -95,9 +95,11 @@ for _algo in (
 ):
     ALGORITHMS.register(_algo.name)(_algo)
 
-PAPER_ORDER = ("vanilla", "sft", "grpo", "skill_grpo", "grpo_opsd", "opsd", "skill_sd", "rlsd", "sdar", "opid",
+PAPER_ORDER = ("vanilla", "sft", "opsd", "grpo", "skill_grpo", "grpo_opsd", "skill_sd", "rlsd", "sdar", "opid",
                "opid_self", "seed_static", "seed")
-"""Report row order (the paper's table: GRPO, Skill-GRPO, GRPO+OPSD, Skill-SD, RLSD, SDAR, OPID, SEED-static, SEED)."""
+"""Report row order of the policies (the OPID/SDAR main table, seed-algorithm.md §5.1: Vanilla, OPSD, GRPO,
+Skill-GRPO, GRPO+OPSD, Skill-SD, RLSD, SDAR, OPID; then SEED-static, SEED). ``seed_core.methods`` adds the
+"*" rows and the labels; every registered algorithm must be listed (tests/unit/test_methods.py)."""
 
 
 def effective_rl(rl: "RLConfig", algorithm: Algorithm) -> "RLConfig":

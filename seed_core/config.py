@@ -285,7 +285,7 @@ class RLConfig(Section):
     """RLSD: eps_w, the reweighting factor is clipped to [1 - eps_w, 1 + eps_w]."""
     static_skills_dir: str = ""
     """User-written static skill library (general_skills.md, <type>.md, skill_mapping.json); empty = the one
-    aggregated from the Stage-1 annotations (``data/static_skills``, ``seed_core.static_skills``)."""
+    aggregated from the Stage-1 annotations (``data/annotate/static_skills``, ``seed_core.static_skills``)."""
     max_step_skills: int = Field(5, ge=0)
     """Step skills per trajectory asked from the analyzer by algorithms that use them (OPID: 5; Search 2)."""
     lr: float = Field(1e-6, gt=0.0)
@@ -337,7 +337,8 @@ class SweepConfig(Section):
     seeds: list[int] = Field(default=[0, 1, 2, 3, 4], min_length=1)
     """``project.seed`` of each cell (distinct; ``seed sweep --seeds N`` sets 0..N-1)."""
     methods: list[str] = ["vanilla", "sft", "grpo", "seed_static", "seed"]
-    """Evaluated per seed: ``vanilla`` (base model), ``sft`` (Stage-1 checkpoint) and any key of ALGORITHMS."""
+    """Evaluated per seed: ``vanilla`` (base model), ``sft`` (Stage-1 checkpoint), any key of ALGORITHMS, and
+    the "*" method of any of them (``skill_grpo_star``: evaluated with the static skills, ``seed_core.methods``)."""
 
     @model_validator(mode="after")
     def _distinct(self) -> "SweepConfig":

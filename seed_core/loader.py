@@ -42,10 +42,11 @@ def parse_overrides(items: Iterable[str], origin: str = "-S") -> dict[str, Any]:
 
 def registry_fields(cfg: SeedConfig) -> Iterator[tuple[str, Registry[Any], str]]:
     """Where each registry-key field of the config is checked: (dotted key, registry, value) triples."""
-    from seed_core.algorithms import ALGORITHMS, CHECKPOINT_METHODS, effective_rl
+    from seed_core.algorithms import ALGORITHMS, effective_rl
     from seed_core.analyzer.clients import CLIENTS
     from seed_core.envs import ENVS
     from seed_core.losses import ADVANTAGES, DISTILL_LOSSES, POLICY_LOSSES
+    from seed_core.methods import METHODS
     from seed_core.rollout.backends import BACKENDS
 
     yield "env.name", ENVS, cfg.env.name
@@ -58,9 +59,8 @@ def registry_fields(cfg: SeedConfig) -> Iterator[tuple[str, Registry[Any], str]]
     if cfg.rl.algorithm in ALGORITHMS:  # a loss the algorithm fixes (skill_sd) must exist too
         algo = ALGORITHMS.get(cfg.rl.algorithm)
         yield f"rl.algorithm={algo.name}: distill_loss", DISTILL_LOSSES, effective_rl(cfg.rl, algo).distill_loss
-    for i, method in enumerate(cfg.sweep.methods):
-        if method not in CHECKPOINT_METHODS:
-            yield f"sweep.methods[{i}]", ALGORITHMS, method
+    for i, method in enumerate(cfg.sweep.methods):  # vanilla, sft, an algorithm, or a "*" method of one
+        yield f"sweep.methods[{i}]", METHODS, method
 
 
 def _close(word: object, names: list[str]) -> str:

@@ -2,7 +2,8 @@
 
 ``run_seed_cell`` is one DVC ``foreach`` item (``sweep/dvc.yaml``): with ``project.seed = s`` it runs the
 whole pipeline for that seed in one process (collect -> annotate -> SFT -> RL for every algorithm in the
-methods -> evaluation of every method) under ``<out>/``, and writes ``results.json``. Each seed varies
+methods -> evaluation of every method, "*" methods with the cell's own static skill library) under ``<out>/``,
+and writes ``results.json``. Each seed varies
 everything random: collected and RL tasks, held-out evaluation tasks, sampling, SFT shuffling and RL init.
 Only the testbed backbone (``prepare_model``) is shared, as a pretrained LLM is shared by the seeds of a
 paper's table. A cell is the unit of resumption: DVC skips finished cells and reruns a killed one from
@@ -30,9 +31,19 @@ MECHANISM_KEYS = ("analysis/parse_ok_rate", "analysis/skill_words_mean", "analys
 
 
 def rl_methods(methods: Sequence[str]) -> list[str]:
-    from seed_core.algorithms import CHECKPOINT_METHODS
+    """The RL algorithms the methods evaluate, once each (``skill_grpo_star`` needs ``skill_grpo``)."""
+    from seed_core.methods import METHODS
 
-    return [m for m in methods if m not in CHECKPOINT_METHODS]
+    return list(dict.fromkeys(METHODS.get(m).policy for m in methods if METHODS.get(m).trained))
+
+
+def with_cell_library(cfg: SeedConfig, annotate_dir: Path) -> SeedConfig:
+    """The cell's static skills are the library its own annotations aggregate to (``<cell>/annotate/
+    static_skills``), not the root pipeline's ``data/annotate/static_skills`` (another seed's, maybe absent);
+    a user library (``rl.static_skills_dir``) stays."""
+    if cfg.rl.static_skills_dir:
+        return cfg
+    return with_overrides(cfg, {"rl.static_skills_dir": str(Path(annotate_dir) / "static_skills")})
 
 
 def run_seed_cell(cfg: SeedConfig, base_model: Path, out_dir: Path, methods: Sequence[str],
@@ -40,6 +51,7 @@ def run_seed_cell(cfg: SeedConfig, base_model: Path, out_dir: Path, methods: Seq
     """One seed of the sweep (see module docstring); returns and writes ``out_dir/results.json``."""
     import pandas as pd
 
+    from seed_core.methods import METHODS
     from seed_core.stages.annotate import run_annotate
     from seed_core.stages.collect import run_collect
     from seed_core.stages.evaluate import run_evaluate
@@ -53,6 +65,7 @@ def run_seed_cell(cfg: SeedConfig, base_model: Path, out_dir: Path, methods: Seq
     stage1: dict[str, float] = {}
     run_collect(cfg, base_model, collect)
     run_annotate(cfg, collect, annotate)
+    cfg = with_cell_library(cfg, annotate)
     run_sft(cfg, base_model, annotate, sft, collect_dir=collect)
     for part in (collect, annotate, sft):
         stage1 |= json.loads((part / "metrics.json").read_text())
@@ -69,7 +82,7 @@ def run_seed_cell(cfg: SeedConfig, base_model: Path, out_dir: Path, methods: Seq
     success: dict[str, float] = {}
     for method in methods:
         eval_dir = out_dir / "eval" / method
-        metrics = run_evaluate(cfg, checkpoints[method], eval_dir, method)
+        metrics = run_evaluate(cfg, checkpoints[METHODS.get(method).policy], eval_dir, method)
         success[method] = float(metrics["eval/success_rate"])
         tracker.log_metrics({f"{method}/eval_success_rate": success[method]})
     results = {"seed": cfg.project.seed, "methods": list(methods), "success": success,
@@ -90,22 +103,27 @@ def read_cells(cell_dirs: Sequence[Path]) -> list[dict[str, Any]]:
     return out
 
 
-COMPARISONS = (("grpo", "sft"), ("seed", "grpo"), ("seed", "sft"), ("seed_static", "grpo"), ("seed", "seed_static"))
+COMPARISONS = (("grpo", "sft"), ("seed", "grpo"), ("seed", "sft"), ("seed_static", "grpo"), ("seed", "seed_static"),
+               ("seed", "sdar"), ("seed", "opid"), ("skill_grpo_star", "skill_grpo"))
 """Paired comparisons reported when both methods ran (the first two are the issue's headline)."""
 
 
 def summarize_sweep(cells: Sequence[dict[str, Any]], setting: dict[str, Any]) -> dict[str, Any]:
-    """learning.json: per method ``{per_seed, mean, ci95, iqm, n}``; per comparison ``a-b`` the paired mean
-    difference with its CI and P(a > b) with its CI; the per-round curves' mean and CI; mechanism means."""
+    """learning.json: per method key (in the paper's order; ``labels`` = the paper's names) ``{per_seed, mean,
+    ci95, iqm, n}``; per comparison ``a-b`` the paired mean difference with its CI and P(a > b) with its CI;
+    the per-round curves' mean and CI; mechanism means."""
+    from seed_core.methods import in_paper_order, label
     from seed_core.stats import paired_difference, probability_of_improvement, summarize
 
     if not cells:
         raise ValueError("summarize_sweep: no finished cells")
-    methods = [m for m in cells[0]["methods"] if all(m in c["success"] for c in cells)]
+
+    methods = in_paper_order([m for m in cells[0]["methods"] if all(m in c["success"] for c in cells)])
     per_method = {m: [c["success"][m] for c in cells] for m in methods}
     out: dict[str, Any] = {
         "setting": {**setting, "seeds": [c["seed"] for c in cells]},
         "method_order": methods,
+        "labels": {m: label(m) for m in methods},
         "methods": {m: summarize(v) for m, v in per_method.items()},
         "comparisons": {},
     }

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from seed_core.io import atomic_write_text, write_json
+from seed_core.methods import in_paper_order, label
 
 MECHANISM_LABELS = {
     "analysis/parse_ok_rate": "parse rate", "analysis/skill_words_mean": "skill words",
@@ -26,7 +27,8 @@ def _pct(x: float) -> str:
 
 
 def render_sweep_table(summary: dict[str, Any]) -> str:
-    """Markdown: the methods table, the comparisons and the mechanism table, headed by the setting."""
+    """Markdown: the methods table (the paper's order and labels, ``seed_core.methods``), the comparisons and
+    the mechanism table, headed by the setting."""
     setting = summary["setting"]
     seeds = setting["seeds"]
     lines = [
@@ -40,17 +42,19 @@ def render_sweep_table(summary: dict[str, Any]) -> str:
         "| Method | Success (mean ± CI, n seeds) | 95% CI | IQM | per seed |",
         "|---|---|---|---|---|",
     ]
-    for method, s in summary["methods"].items():
+    for method in in_paper_order(list(summary["methods"])):
+        s = summary["methods"][method]
         lo, hi = s["ci95"]
         half = max(s["mean"] - lo, hi - s["mean"])
         per_seed = " ".join(_pct(v) for v in s["per_seed"])
-        lines.append(f"| {method} | {_pct(s['mean'])} ± {_pct(half)} ({s['n']}) | [{_pct(lo)}, {_pct(hi)}] | "
+        lines.append(f"| {label(method)} | {_pct(s['mean'])} ± {_pct(half)} ({s['n']}) | [{_pct(lo)}, {_pct(hi)}] | "
                      f"{_pct(s['iqm'])} | {per_seed} |")
     lines += ["", "| Comparison | mean difference (points) | 95% CI | P(a > b) | 95% CI |", "|---|---|---|---|---|"]
     for name, c in summary["comparisons"].items():
         lo, hi = c["ci95"]
         plo, phi = c["prob_improvement_ci95"]
-        lines.append(f"| {name} | {100 * c['mean_diff']:+.1f} | [{100 * lo:+.1f}, {100 * hi:+.1f}] | "
+        a, b = name.split("-")
+        lines.append(f"| {label(a)} - {label(b)} | {100 * c['mean_diff']:+.1f} | [{100 * lo:+.1f}, {100 * hi:+.1f}] | "
                      f"{c['prob_improvement']:.2f} | [{plo:.2f}, {phi:.2f}] |")
     mech = summary.get("mechanism", {})
     keys = [k for k in MECHANISM_LABELS if any(k in m for m in mech.values())]
@@ -58,8 +62,9 @@ def render_sweep_table(summary: dict[str, Any]) -> str:
         lines += ["", "Mechanism (means over rounds, then over seeds):", "",
                   "| RL method | " + " | ".join(MECHANISM_LABELS[k] for k in keys) + " |",
                   "|---|" + "---|" * len(keys)]
-        for alg, m in mech.items():
-            lines.append(f"| {alg} | " + " | ".join(f"{m[k]:.3f}" if k in m else "-" for k in keys) + " |")
+        for alg in in_paper_order(list(mech)):
+            m = mech[alg]
+            lines.append(f"| {label(alg)} | " + " | ".join(f"{m[k]:.3f}" if k in m else "-" for k in keys) + " |")
     stage1 = summary.get("stage1", {})
     if stage1:
         lines += ["", "Stage 1 (mean over seeds): " + ", ".join(f"{k} = {v:.4g}" for k, v in stage1.items())]
@@ -75,9 +80,10 @@ def plot_sweep_curves(summary: dict[str, Any], path: Path) -> Path:
     from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for alg, rows in summary["curves"].items():
+    for alg in in_paper_order(list(summary["curves"])):
+        rows = summary["curves"][alg]
         x = [r["round"] for r in rows]
-        ax.plot(x, [r["mean"] for r in rows], marker="o", label=alg)
+        ax.plot(x, [r["mean"] for r in rows], marker="o", label=label(alg))
         ax.fill_between(x, [r["lo"] for r in rows], [r["hi"] for r in rows], alpha=0.2)
     ax.set_xlabel("RL round")
     ax.set_ylabel("training success rate")

@@ -1,4 +1,5 @@
-"""Task of the evaluate stage: the policy alone (no analyzer, no skills) on the evaluation splits."""
+"""Task of the evaluate stage: the policy alone (no analyzer; no skill, or the static skill of each task's type
+for a "*" method) on the evaluation splits."""
 
 from __future__ import annotations
 

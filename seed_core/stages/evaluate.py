@@ -2,11 +2,13 @@
 
     python -m seed_core.stages.evaluate --config params.yaml --checkpoint data/rl/seed/checkpoint --method seed --out data/eval/seed
 
-With ``eval.with_skills`` every task is also played with the static skill of its task type in the prompt
-(``seed_core.static_skills``; rows with ``skill_prompt = True``, metrics ``eval/with_skills/...``): the
-paper's "*" rows (Skill-GRPO*). With ``eval.skill_prompt`` it also runs the ``skill_prompt`` baseline:
-each task is played once, the policy analyses its own episode, and the task is replayed with that skill in the prompt (rows with
-``skill_prompt = True``; a second attempt with feedback, *not* the paper's "*" rows).
+A "*" method (``skill_grpo_star``, ``seed_core.methods``) plays every task with the static skill of its task
+type in the prompt (``seed_core.static_skills``), never a skill derived from the episode being evaluated:
+the paper's "*" rows (Skill-GRPO*). With ``eval.with_skills`` a plain method also plays those episodes,
+recorded as its "*" method (``<method>_star``, metrics ``eval/with_skills/...``). With ``eval.skill_prompt``
+it also runs the ``skill_prompt`` baseline: each task is played once, the policy analyses its own episode,
+and the task is replayed with that skill in the prompt (rows ``<method>_replay``; a second attempt with
+feedback, *not* the paper's "*" rows). All of these rows have ``skill_prompt = True``.
 
 Metrics (``metrics.json`` and the tracker): ``eval/success_rate``, ``eval/<split>/success_rate`` and
 ``eval/<split>/<task_type>/success_rate``; for environments with a partial task score (WebShop) the
@@ -41,11 +43,13 @@ def to_eval_records(records: Sequence[StepRecord], method: str, checkpoint: str,
     return out
 
 
-def success_table(rows: Sequence[EvalRecord], skilled_key: str = "skill_prompt") -> dict[str, float]:
+def success_table(rows: Sequence[EvalRecord], skilled_key: str = "skill_prompt",
+                  method: str | None = None) -> dict[str, float]:
     """success_rate (and score, where episodes have one) overall, per split, per split/task_type (keys
-    ``eval/...``) for rows without skills; ``eval/<skilled_key>/...`` for the skill-prompted rows
-    (``with_skills`` for the static-skill "*" rows)."""
-    plain = [r for r in rows if not r.skill_prompt]
+    ``eval/...``) for the method's own rows (``method``; None = the rows without skills);
+    ``eval/<skilled_key>/...`` for the extra rows (``with_skills`` for the static-skill "*" rows)."""
+    own = [r.method == method if method is not None else not r.skill_prompt for r in rows]
+    plain = [r for r, mine in zip(rows, own) if mine]
     metrics: dict[str, float] = {}
     groups: dict[str, list[float]] = {"eval/success_rate": [float(r.success) for r in plain]}
     for r in plain:
@@ -58,7 +62,7 @@ def success_table(rows: Sequence[EvalRecord], skilled_key: str = "skill_prompt")
     for key, values in groups.items():
         metrics[key] = sum(values) / len(values) if values else 0.0
     metrics["eval/episodes"] = float(len(plain))
-    skilled = [r for r in rows if r.skill_prompt]
+    skilled = [r for r, mine in zip(rows, own) if r.skill_prompt and not mine]
     if skilled:
         metrics[f"eval/{skilled_key}/success_rate"] = sum(r.success for r in skilled) / len(skilled)
         scores = [r.score for r in skilled if r.score is not None]
@@ -69,10 +73,12 @@ def success_table(rows: Sequence[EvalRecord], skilled_key: str = "skill_prompt")
 
 def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
                  tracker: Tracker | None = None) -> dict[str, float]:
-    """Writes episodes.parquet (EvalRecord rows) and metrics.json."""
+    """Writes episodes.parquet (EvalRecord rows) and metrics.json; ``method`` names the rows, and a "*"
+    method (``seed_core.methods``) plays with the static skills only."""
     from seed_core.analyzer.annotate import annotate_trajectories, skills_by_traj
     from seed_core.analyzer.clients import CLIENTS
     from seed_core.envs import make_env
+    from seed_core.methods import METHODS, STAR
     from seed_core.models import load_policy
     from seed_core.rollout.backends import BACKENDS
     from seed_core.rollout.collector import group_by_trajectory, rollout
@@ -87,9 +93,11 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
     split_tasks = {split: require_tasks(env.make_tasks(split, cfg.eval.num_tasks, seed=seed), cfg, split,
                                         cfg.eval.num_tasks) for split in cfg.eval.splits}  # before the model loads
     if cfg.eval.with_skills and cfg.eval.skill_prompt:
-        raise ValueError("eval.with_skills and eval.skill_prompt both mark rows skill_prompt=True; set one of them")
+        raise ValueError("eval.with_skills and eval.skill_prompt both add skill-prompted rows; set one of them")
+    starred = method in METHODS and METHODS.get(method).with_skills
+    plain = not starred  # a "*" method plays with the static skills only; extra episodes belong to plain ones
     library = None
-    if cfg.eval.with_skills:  # the paper's "*" rows: the static skill of the task's type, never the episode's
+    if starred or cfg.eval.with_skills:  # "*" rows: the static skill of the task's type, never the episode's
         from seed_core.static_skills import for_config
 
         library = for_config(cfg)
@@ -101,23 +109,27 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
         play = dict(group_size=1, temperature=cfg.generation.eval_temperature,
                     max_new_tokens=cfg.generation.max_new_tokens, seed=seed, policy_version=method,
                     group_tag=f"eval:{split}:")
-        records = rollout(cfg.env, tasks, backend, **play)
-        tokens += sum(len(r.response_ids) for r in records)
-        rows += to_eval_records(records, method, str(checkpoint), skill_prompt=False)
-        if cfg.eval.skill_prompt:
+        if plain:
+            records = rollout(cfg.env, tasks, backend, **play)
+            tokens += sum(len(r.response_ids) for r in records)
+            rows += to_eval_records(records, method, str(checkpoint), skill_prompt=False)
+        if plain and cfg.eval.skill_prompt:
             client = CLIENTS.get("policy")(cfg, env=env, backend=backend)
             notes = annotate_trajectories(group_by_trajectory(records), {t.task_id: t for t in tasks}, client,
                                           parse_attempts=cfg.annotate.parse_attempts, policy_version=method, env=env)
             by_traj = skills_by_traj(notes)
             skills = {r.task_id: by_traj[r.traj_id] for r in records if r.traj_id in by_traj}
             replay = rollout(cfg.env, tasks, backend, skills=skills, **play)
-            rows += to_eval_records(replay, method, str(checkpoint), skill_prompt=True)
+            tokens += sum(len(r.response_ids) for r in replay)
+            rows += to_eval_records(replay, f"{method}_replay", str(checkpoint), skill_prompt=True)
         if library is not None:
             static = {t.task_id: library.skill_for(t.task_type, t.task_id) for t in tasks}
-            starred = rollout(cfg.env, tasks, backend, skills=static, **play)
-            rows += to_eval_records(starred, method, str(checkpoint), skill_prompt=True)
+            with_skills = rollout(cfg.env, tasks, backend, skills=static, **play)
+            tokens += sum(len(r.response_ids) for r in with_skills)
+            rows += to_eval_records(with_skills, method if starred else method + STAR, str(checkpoint),
+                                    skill_prompt=True)
     write_records(rows, out_dir / "episodes.parquet", EvalRecord)
-    metrics = success_table(rows, "with_skills" if cfg.eval.with_skills else "skill_prompt")
+    metrics = success_table(rows, "with_skills" if cfg.eval.with_skills else "skill_prompt", method)
     metrics["time/eval_s"] = time.perf_counter() - t0
     metrics["eval/tokens_per_s"] = tokens / max(metrics["time/eval_s"], 1e-9)
     write_json(out_dir / "metrics.json", metrics)

@@ -4,11 +4,13 @@ Inputs are the evaluation episodes (``episodes.parquet``, one ``EvalRecord`` per
 method and the RL ``curve.csv`` (one row per round) of every algorithm. Outputs, all in ``out_dir``:
 
 - ``table.csv``: long format, one row per method x env x split x task type (plus an ``all`` row):
+  ``method`` (the machine-readable key, ``skill_grpo_star``), ``label`` (the paper's name, ``Skill-GRPO*``),
   success_rate, score, episodes, seeds, mean_return. ``score`` is the mean partial task score in
   [0, 1] of the episodes that have one (WebShop's purchase score) and empty for environments
   without one (success-only: ALFWorld, Search-QA, Sokoban, EZPoints).
 - ``table.md``: per (env, split) the layout of the OPID/SDAR main table (seed-algorithm.md §5.1):
-  rows = methods, columns = task types and ``Avg`` in percent, then episodes and seeds, headed by
+  rows = methods in the paper's order with the paper's labels (``seed_core.methods``), columns = task types
+  and ``Avg`` in percent, then episodes and seeds, headed by
   an honest note saying which preset produced it and that small runs are not the paper's numbers.
   An (env, split) whose episodes carry a score (WebShop) gets the paper's two WebShop columns instead
   of ``Avg``: ``Score`` (mean score x 100) and ``Succ`` (success rate x 100).
@@ -31,11 +33,9 @@ import pandas as pd  # noqa: E402
 
 from seed_core.config import SeedConfig  # noqa: E402
 from seed_core.io import DataFileError, atomic_write_text, read_frame  # noqa: E402
+from seed_core.methods import METHODS, label, sort_key  # noqa: E402
 from seed_core.tracking import NullTracker, Tracker  # noqa: E402
 from seed_core.types import EvalRecord  # noqa: E402
-
-METHOD_ORDER = ("vanilla", "sft", "skill_prompt", "grpo", "grpo_opsd", "sdar", "opid", "seed_static", "seed")
-"""Row order of the tables (paper order: baselines first, SEED last); unknown methods go after, sorted."""
 
 TASK_TYPE_LABELS = {
     "pick_and_place": "Pick", "look_at_obj_in_light": "Look", "pick_clean_then_place_in_recep": "Clean",
@@ -56,14 +56,19 @@ LOSS_COLUMNS = ("rl/pg_loss", "rl/kl_loss", "rl/opd_loss", "rl/entropy", "rl/gat
 
 
 def load_episodes(eval_dirs: dict[str, Path]) -> pd.DataFrame:
-    """All evaluation episodes; the ``method`` column is the key of ``eval_dirs`` (the DVC matrix name)."""
-    frames = [read_frame(Path(d) / "episodes.parquet", EvalRecord).assign(method=name)
-              for name, d in eval_dirs.items()]
+    """All evaluation episodes. The ``method`` of a directory's own episodes is its key in ``eval_dirs`` (the
+    DVC matrix name); the extra episodes an evaluation may add keep the key their record names
+    (``eval.with_skills``: ``<method>_star``, ``eval.skill_prompt``: ``<method>_replay``), so they get rows
+    of their own instead of being averaged into the method's."""
+    frames = [read_frame(Path(d) / "episodes.parquet", EvalRecord) for d in eval_dirs.values()]
     if not frames:
         raise ValueError("report needs at least one evaluation directory")
     for (name, d), frame in zip(eval_dirs.items(), frames):
         if frame.empty:
             raise DataFileError(f"{Path(d) / 'episodes.parquet'} has 0 rows; rerun the evaluate@{name} stage")
+        starred = name in METHODS and METHODS.get(name).with_skills
+        own = frame["skill_prompt"] == starred
+        frame.loc[own, "method"] = name
     return pd.concat(frames, ignore_index=True)
 
 
@@ -73,8 +78,8 @@ def summarize(episodes: pd.DataFrame) -> pd.DataFrame:
     by_type = episodes.groupby(keys + ["task_type"], sort=False)
     overall = episodes.assign(task_type="all").groupby(keys + ["task_type"], sort=False)
     rows = pd.concat([_aggregate(by_type), _aggregate(overall)], ignore_index=True)
-    rank = {m: i for i, m in enumerate(METHOD_ORDER)}
-    rows["_rank"] = rows["method"].map(lambda m: rank.get(m, len(rank)))
+    rows.insert(1, "label", rows["method"].map(label))
+    rows["_rank"] = rows["method"].map(lambda m: sort_key(m)[0])
     rows["_all"] = rows["task_type"] == "all"
     rows = rows.sort_values(["env", "split", "_rank", "method", "_all", "task_type"], kind="stable")
     return rows.drop(columns=["_rank", "_all"]).reset_index(drop=True)
@@ -91,9 +96,9 @@ def _percent(value: float) -> str:
 
 
 def paper_table(table: pd.DataFrame, env: str, split: str) -> str:
-    """Markdown of one (env, split): rows = methods, columns = task types (when more than one) + Avg
-    (success %), episodes, seeds; ``Score`` (mean score x 100) + ``Succ`` (success %) instead of Avg when
-    the episodes carry a partial task score (WebShop)."""
+    """Markdown of one (env, split): rows = methods (their labels, in the table's order), columns = task types
+    (when more than one) + Avg (success %), episodes, seeds; ``Score`` (mean score x 100) + ``Succ``
+    (success %) instead of Avg when the episodes carry a partial task score (WebShop)."""
     part = table[(table["env"] == env) & (table["split"] == split)]
     paper_order = list(TASK_TYPE_LABELS)
     types = sorted(set(part["task_type"]) - {"all"},
@@ -104,13 +109,13 @@ def paper_table(table: pd.DataFrame, env: str, split: str) -> str:
     overall_columns = ["Score", "Succ"] if scored else ["Avg"]
     header = ["Method"] + [TASK_TYPE_LABELS.get(t, t or "-") for t in types] + overall_columns + ["episodes", "seeds"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for method, rows in part.groupby("method", sort=False):
+    for _, rows in part.groupby("method", sort=False):
         cell = dict(zip(rows["task_type"], rows["success_rate"]))
         overall = rows[rows["task_type"] == "all"].iloc[0]
         values = [_percent(cell.get(t, float("nan"))) for t in types]
         values += [_percent(overall["score"])] if scored else []
         values.append(_percent(overall["success_rate"]))
-        lines.append("| " + " | ".join([str(method), *values, str(overall["episodes"]),
+        lines.append("| " + " | ".join([str(rows["label"].iloc[0]), *values, str(overall["episodes"]),
                                          str(overall["seeds"])]) + " |")
     return "\n".join(lines)
 
@@ -161,7 +166,7 @@ def _plot(curves: pd.DataFrame, columns: list[str], path: Path, tracker: Tracker
     for ax, column in zip(axes.flat, columns):
         for method, rows in curves.groupby("method", sort=False):
             if column in rows and rows[column].notna().any():
-                ax.plot(rows["round"], rows[column], marker="o", label=str(method), color=colors[method])
+                ax.plot(rows["round"], rows[column], marker="o", label=label(str(method)), color=colors[method])
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("RL round")
         ax.set_title(column)

@@ -63,9 +63,11 @@ def first_run(project: tuple[Path, dict[str, str]]) -> subprocess.CompletedProce
 
 def test_seed_run_reproduces_every_stage_and_prints_the_table(project, first_run) -> None:
     root, _ = project
-    assert "| Method |" in first_run.stdout and "| seed_static |" in first_run.stdout
+    assert "| Method |" in first_run.stdout and "| SEED-static |" in first_run.stdout  # the paper's labels
+    assert "| SEED* |" in first_run.stdout  # rl.algorithm = seed: SEED also evaluated with the static skills
     lock = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
-    assert {"prepare_model", "collect", "annotate", "sft", "rl@seed", "evaluate@vanilla", "report"} <= set(lock)
+    assert {"prepare_model", "collect", "annotate", "sft", "rl@seed", "evaluate@vanilla", "evaluate@seed_star",
+            "report"} <= set(lock)
     assert (root / "reports" / "curve_success.png").is_file()
 
 
@@ -87,7 +89,7 @@ def test_stage_processes_attach_to_the_parent_run(project, first_run, mlflow_uri
     assert len(parents) == 1
     parent = parents[0]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-    assert len(children) == 13  # prepare, collect, annotate, sft, 3 x rl, 5 x evaluate, report
+    assert len(children) == 14  # prepare, collect, annotate, sft, 3 x rl, 6 x evaluate (seed_star too), report
     sft = next(r for r in children if r.info.run_name == "sft")
     assert sft.data.tags["dvc_stage"] == "sft"
     assert sft.data.tags["dvc.dep.data/models/base"].endswith(".dir")  # input hash from dvc.lock

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from dvc.repo import Repo
 
 from tests.unit.test_dvc_deps import ROOT, dvc_deps
 
@@ -37,20 +37,15 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copy(ROOT / name, root / name)
     _dvc(root, "init", "--no-scm", "-q")
     _dvc(root, "config", "core.analytics", "false")
-    spec = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
-    for stage in spec.values():  # placeholder outputs (foreach items expanded by hand)
-        body = stage.get("do", stage)
-        items = stage.get("foreach", [None])
-        for item in items if isinstance(items, list) else items.keys():
-            for out in [*body.get("outs", []), *body.get("metrics", []), *body.get("plots", [])]:
-                path = out if isinstance(out, str) else next(iter(out))
-                path = root / path.replace("${item}", str(item)).replace("${key}", str(item))
-                if path.suffix:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_text("step,loss,round,rollout/success_rate\n" if path.suffix == ".csv" else "{}")
-                else:
-                    path.mkdir(parents=True, exist_ok=True)
-                    (path / "placeholder").write_text("x")
+    for stage in Repo(str(root)).index.stages:  # placeholder outputs (foreach and ${...} resolved by DVC)
+        for out in stage.outs:
+            path = root / out.def_path
+            if path.suffix:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text("step,loss,round,rollout/success_rate\n" if path.suffix == ".csv" else "{}")
+            else:
+                path.mkdir(parents=True, exist_ok=True)
+                (path / "placeholder").write_text("x")
     _dvc(root, "commit", "-f", "-q")
     assert json.loads(_dvc(root, "status", "--json")) == {}
     return root

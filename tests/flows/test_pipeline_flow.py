@@ -9,7 +9,11 @@ from typing import Any
 
 import pytest
 
-from flows.common import EVAL_METHODS, RL_ALGORITHMS
+from flows.common import eval_methods, rl_algorithms
+from seed_core.config import SeedConfig
+
+RL_ALGORITHMS = rl_algorithms(SeedConfig())  # rl.algorithm = seed, as in params.yaml and the tiny params
+EVAL_METHODS = eval_methods(SeedConfig())  # ... + seed_star: SEED evaluated with the static skills
 
 STAGE_RUNS = {"prepare_model", "collect", "annotate", "sft", "report",
               *(f"rl-{a}" for a in RL_ALGORITHMS), *(f"eval-{m}" for m in EVAL_METHODS)}

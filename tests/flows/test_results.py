@@ -131,8 +131,9 @@ def test_report_stage_publishes_its_table_and_logs_table_and_figures(tmp_path: P
     import mlflow
     from prefect.artifacts import Artifact
 
-    from flows.common import EVAL_METHODS, RL_ALGORITHMS
+    from flows.common import eval_methods, rl_algorithms
     from flows.report import report_flow
+    from seed_core.loader import load_config
     from seed_core.io import write_records
     from seed_core.types import EvalRecord
 
@@ -140,10 +141,13 @@ def test_report_stage_publishes_its_table_and_logs_table_and_figures(tmp_path: P
     params["project"]["data_dir"] = str(tmp_path / "data")
     params["tracking"]["experiment"] = "report-stage-test"
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    cfg = load_config(tmp_path / "params.yaml")
+    EVAL_METHODS, RL_ALGORITHMS = eval_methods(cfg), rl_algorithms(cfg)  # + seed_star (rl.algorithm = seed)
     for i, method in enumerate(EVAL_METHODS):
         records = [EvalRecord(method=method, env="sokoban", split="test", task_id=f"t{k}", task_type="push",
-                              seed=0, success=k < i, episode_return=0.0, length=3, skill_prompt=False,
-                              checkpoint="c") for k in range(4)]
+                              seed=0, success=k < i, episode_return=0.0, length=3,
+                              skill_prompt=method.endswith("_star"),
+                              checkpoint="c") for k in range(8)]
         write_records(records, tmp_path / "data" / "eval" / method / "episodes.parquet", EvalRecord)
     for algorithm in RL_ALGORITHMS:
         (tmp_path / "data" / "rl" / algorithm).mkdir(parents=True)
@@ -151,7 +155,8 @@ def test_report_stage_publishes_its_table_and_logs_table_and_figures(tmp_path: P
             tmp_path / "data" / "rl" / algorithm / "curve.csv", index=False)
 
     metrics = report_flow(tmp_path / "params.yaml")
-    assert metrics["sft/sokoban/test/success_rate"] == 0.25
+    assert metrics["sft/sokoban/test/success_rate"] == 0.125
+    assert metrics["seed_star/sokoban/test/success_rate"] == 0.625  # method 5 of 6: the "*" row is its own
     markdown = Artifact.get(RESULTS_KEY)
     assert markdown.data == (tmp_path / "reports" / "table.md").read_text()
     client = mlflow.MlflowClient(mlflow_uri)
@@ -160,7 +165,8 @@ def test_report_stage_publishes_its_table_and_logs_table_and_figures(tmp_path: P
         "curves/curve_success.png", "curves/curve_losses.png"}
     table = client.load_table(run.info.experiment_id, "results/table.json", run_ids=[run.info.run_id])
     overall = table[table["task_type"] == "all"].set_index("method")["success_rate"]
-    assert overall.to_dict() == {m: i / 4 for i, m in enumerate(EVAL_METHODS)}
+    assert overall.to_dict() == {m: i / 8 for i, m in enumerate(EVAL_METHODS)}
+    assert "| SEED* | 62.5 | 8 | 1 |" in markdown.data.splitlines()
 
 
 def test_stage_flow_runs_are_tagged_with_the_pipeline_run_and_linked_from_it(

@@ -58,7 +58,7 @@ LAYERS = (  # lowest first; a module may import its own layer or lower ones, nev
     ("base", ("registry", "types", "config", "io", "stats", "skill_insert", "stage_params")),
     ("engines", ("alfworld", "webshop", "retrieval", "data_gen")),
     ("envs", ("envs",)),
-    ("models", ("models", "losses", "algorithms", "contexts", "static_skills", "task_sets", "resume", "tracking")),
+    ("models", ("models", "losses", "algorithms", "methods", "contexts", "static_skills", "task_sets", "resume", "tracking")),
     ("rollout", ("rollout",)),
     ("trainer", ("trainer",)),
     ("analyzer", ("analyzer",)),

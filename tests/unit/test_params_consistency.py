@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 import yaml
 
-from flows.common import EVAL_METHODS, RL_ALGORITHMS, StagePaths
-from seed_core.config import SeedConfig
+from flows.common import StagePaths, eval_methods, rl_algorithms
+from seed_core.algorithms import ALGORITHMS, effective_config
+from seed_core.config import RLConfig, SeedConfig
+from seed_core.loader import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())
@@ -17,16 +19,24 @@ PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
 PATHS = StagePaths(data=Path(PARAMS["project"]["data_dir"]), reports=Path("reports"))
 
 
+def _resolve(value: Any) -> Any:
+    """``${...}`` filled in from params.yaml and dvc.yaml's ``vars``, as DVC does (its own resolver)."""
+    from dvc.parsing.context import Context
+
+    extra = {k: v for entry in DVC.get("vars", []) for k, v in entry.items()}
+    return Context({**PARAMS, **extra}).resolve(value)
+
+
 def _expand(name: str, stage: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """dvc.yaml ``foreach`` stages as ``name@key`` -> stage with ${key}/${item} filled in."""
+    """dvc.yaml ``foreach`` stages as ``name@key`` -> stage with ${key}/${item} and the params filled in."""
     if "foreach" not in stage:
-        return {name: stage}
-    items = stage["foreach"]
+        return {name: _resolve(stage)}
+    items = _resolve(stage["foreach"])
     pairs = items.items() if isinstance(items, dict) else ((i, i) for i in items)
     out = {}
     for key, item in pairs:
         text = yaml.safe_dump(stage["do"]).replace("${key}", str(key)).replace("${item}", str(item))
-        out[f"{name}@{key}"] = yaml.safe_load(text)
+        out[f"{name}@{key}"] = _resolve(yaml.safe_load(text))
     return out
 
 
@@ -66,12 +76,50 @@ def test_every_params_section_is_read_by_some_stage() -> None:
     assert "project.seed" in declared
 
 
-def test_dvc_matrix_mirrors_the_flows() -> None:
-    assert DVC["stages"]["rl"]["foreach"] == list(RL_ALGORITHMS)
-    evaluate = DVC["stages"]["evaluate"]["foreach"]
-    assert list(evaluate) == list(EVAL_METHODS)
-    for method, checkpoint in evaluate.items():
-        assert Path(checkpoint) == PATHS.checkpoint(method)
+@pytest.fixture(scope="module")
+def dvc_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """dvc.yaml in an empty DVC project: DVC itself lists and resolves the stages for a params.yaml."""
+    from dvc.repo import Repo
+
+    root = tmp_path_factory.mktemp("dvc_matrix")
+    (root / "dvc.yaml").write_text((ROOT / "dvc.yaml").read_text())
+    Repo.init(str(root), no_scm=True)
+    return root
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS.names())
+def test_seed_run_with_any_algorithm_resolves_and_gets_its_stages(dvc_project: Path, algorithm: str) -> None:
+    """``seed run -S rl.algorithm=<a>`` = ``dvc exp run -S rl.algorithm=<a>``: the config loads (with the
+    algorithm's fixed values), and DVC's stage list holds rl@<a>, evaluate@<a>, evaluate@<a>_star and a report
+    that reads them, exactly flows.common.rl_algorithms / eval_methods, each evaluation on its checkpoint."""
+    from dvc.repo import Repo
+
+    cfg = effective_config(load_config(ROOT / "params.yaml", {"rl.algorithm": algorithm}))
+    assert cfg.rl.algorithm == algorithm
+    params = {**PARAMS, "rl": {**PARAMS["rl"], "algorithm": algorithm}}
+    (dvc_project / "params.yaml").write_text(yaml.safe_dump(params))
+    stages = {s.name: s for s in Repo(str(dvc_project)).index.stages}
+    assert [n.split("@")[1] for n in stages if n.startswith("rl@")] == list(rl_algorithms(cfg))
+    assert [n.split("@")[1] for n in stages if n.startswith("evaluate@")] == list(eval_methods(cfg))
+    assert {"rl@" + algorithm, "evaluate@" + algorithm, f"evaluate@{algorithm}_star"} <= set(stages)
+    for method in eval_methods(cfg):
+        deps = {d.def_path for d in stages[f"evaluate@{method}"].deps}
+        assert PATHS.checkpoint(method).as_posix() in deps and "data/annotate/static_skills" in deps, method
+        assert stages[f"evaluate@{method}"].cmd == f"python -m flows.evaluate --method {method}"
+    assert stages[f"rl@{algorithm}"].cmd == f"python -m flows.rl --algorithm {algorithm}"
+    report = {d.def_path for d in stages["report"].deps}
+    assert {f"data/eval/{m}/episodes.parquet" for m in eval_methods(cfg)} <= report
+    assert {f"data/rl/{a}/curve.csv" for a in rl_algorithms(cfg)} <= report
+
+
+def test_the_rl_stage_reads_every_rl_key_but_the_algorithm() -> None:
+    """Its algorithm is --algorithm ${item}: another rl.algorithm must not rerun the baselines' RL. Keys that
+    change no output (``stage_params.NOT_RESULTS``: how often resume points are written) are not params."""
+    from seed_core.stage_params import NOT_RESULTS
+
+    declared = [k for k in STAGES["rl@grpo"]["params"] if k.startswith("rl")]
+    assert declared == [f"rl.{name}" for name in RLConfig.model_fields
+                        if name != "algorithm" and f"rl.{name}" not in NOT_RESULTS]
 
 
 @pytest.mark.parametrize("stage", sorted(STAGES))

@@ -59,8 +59,8 @@ def test_paper_table_uses_paper_columns_and_method_order(run_dirs) -> None:
     md = paper_table(table, "alfworld", "valid_seen")
     lines = md.splitlines()
     assert lines[0] == "| Method | Pick | Look | Avg | episodes | seeds |"
-    assert lines[2] == "| grpo | 50.0 | 0.0 | 33.3 | 3 | 3 |"  # grpo before seed whatever the input order
-    assert lines[3] == "| seed | 100.0 | 100.0 | 100.0 | 3 | 3 |"
+    assert lines[2] == "| GRPO | 50.0 | 0.0 | 33.3 | 3 | 3 |"  # grpo before seed whatever the input order
+    assert lines[3] == "| SEED | 100.0 | 100.0 | 100.0 | 3 | 3 |"
 
 
 def test_a_single_task_type_gets_only_the_avg_column(tmp_path: Path) -> None:
@@ -70,7 +70,7 @@ def test_a_single_task_type_gets_only_the_avg_column(tmp_path: Path) -> None:
     write_records(rows, tmp_path / "episodes.parquet", EvalRecord)
     md = paper_table(summarize(load_episodes({"grpo": tmp_path})), "sokoban", "test").splitlines()
     assert md[0] == "| Method | Avg | episodes | seeds |"
-    assert md[2] == "| grpo | 25.0 | 4 | 4 |"
+    assert md[2] == "| GRPO | 25.0 | 4 | 4 |"
 
 
 def test_run_report_writes_table_and_curves(run_dirs, tmp_path: Path) -> None:
@@ -80,8 +80,9 @@ def test_run_report_writes_table_and_curves(run_dirs, tmp_path: Path) -> None:
     assert metrics == {"grpo/alfworld/valid_seen/success_rate": pytest.approx(1 / 3),
                        "seed/alfworld/valid_seen/success_rate": pytest.approx(1.0)}
     csv = pd.read_csv(out / "table.csv")
-    assert list(csv.columns) == ["method", "env", "split", "task_type", "success_rate", "score", "episodes", "seeds",
-                                 "mean_return"]
+    assert list(csv.columns) == ["method", "label", "env", "split", "task_type", "success_rate", "score", "episodes",
+                                 "seeds", "mean_return"]
+    assert dict(zip(csv["method"], csv["label"])) == {"grpo": "GRPO", "seed": "SEED"}
     assert len(csv) == 6  # 2 methods x (2 task types + all)
     assert csv["score"].isna().all()  # ALFWorld reports no partial score: the column stays empty
     md = (out / "table.md").read_text()
@@ -158,13 +159,51 @@ def test_webshop_rows_show_score_and_success_and_sokoban_rows_no_score(tmp_path:
     webshop = md.split("## webshop / test\n\n")[1].split("\n\n## ")[0].splitlines()
     assert webshop[0] == SCORE_NOTE
     assert webshop[2] == "| Method | beauty | electronics | Score | Succ | episodes | seeds |"
-    assert webshop[4] == "| vanilla | 0.0 | 100.0 | - | 50.0 | 2 | 2 |"
-    assert webshop[5] == "| grpo | 0.0 | 50.0 | 50.0 | 25.0 | 4 | 4 |"
+    assert webshop[4] == "| Vanilla | 0.0 | 100.0 | - | 50.0 | 2 | 2 |"
+    assert webshop[5] == "| GRPO | 0.0 | 50.0 | 50.0 | 25.0 | 4 | 4 |"
     sokoban = md.split("## sokoban / test\n\n")[1].splitlines()
-    assert sokoban[0] == "| Method | Avg | episodes | seeds |" and sokoban[2] == "| grpo | 50.0 | 2 | 2 |"
+    assert sokoban[0] == "| Method | Avg | episodes | seeds |" and sokoban[2] == "| GRPO | 50.0 | 2 | 2 |"
     csv = pd.read_csv(out / "table.csv").set_index(["method", "env", "task_type"])
     assert csv.loc[("grpo", "webshop", "all"), "score"] == pytest.approx(0.5)
     assert csv.loc[("grpo", "webshop", "electronics"), "score"] == pytest.approx(0.875)
     assert csv.loc[("grpo", "webshop", "beauty"), "score"] == pytest.approx(0.125)
     assert pd.isna(csv.loc[("grpo", "sokoban", "all"), "score"])
     assert pd.isna(csv.loc[("vanilla", "webshop", "all"), "score"])
+
+
+def _sokoban(method: str, wins: list[bool], skill_prompt: bool = False) -> list[EvalRecord]:
+    return [EvalRecord(method=method, env="sokoban", split="test", task_id=f"t{i}", task_type="sokoban", seed=i,
+                       success=ok, episode_return=0.0, length=3, skill_prompt=skill_prompt, checkpoint="c")
+            for i, ok in enumerate(wins)]
+
+
+def test_rows_follow_the_paper_order_and_labels_and_star_rows_follow_their_policy(tmp_path: Path) -> None:
+    """Input in reverse; the table reads Vanilla, Skill-Prompt*, SFT, OPSD, GRPO, Skill-GRPO, Skill-GRPO*,
+    GRPO+OPSD, Skill-SD, RLSD, SDAR, OPID, OPID (self-analysis), SEED-static, SEED, then an unknown key."""
+    keys = ["vanilla", "vanilla_star", "sft", "opsd", "grpo", "skill_grpo", "skill_grpo_star", "grpo_opsd",
+            "skill_sd", "rlsd", "sdar", "opid", "opid_self", "seed_static", "seed", "mine"]
+    dirs = {}
+    for j, key in reversed(list(enumerate(keys))):  # key j wins 1 of 2, or 2 of 2 when j is even
+        dirs[key] = tmp_path / key
+        write_records(_sokoban(key, [True, j % 2 == 0], skill_prompt=key.endswith("_star")),
+                      dirs[key] / "episodes.parquet", EvalRecord)
+    table = summarize(load_episodes(dirs))
+    lines = paper_table(table, "sokoban", "test").splitlines()[2:]
+    assert [line.split(" | ")[0][2:] for line in lines] == [
+        "Vanilla", "Skill-Prompt*", "SFT", "OPSD", "GRPO", "Skill-GRPO", "Skill-GRPO*", "GRPO+OPSD", "Skill-SD",
+        "RLSD", "SDAR", "OPID", "OPID (self-analysis)", "SEED-static", "SEED", "mine"]
+    assert lines[5:7] == ["| Skill-GRPO | 50.0 | 2 | 2 |", "| Skill-GRPO* | 100.0 | 2 | 2 |"]  # j = 5, 6
+    assert list(table[table["task_type"] == "all"]["method"]) == keys  # the CSV keeps the keys
+
+
+def test_extra_star_episodes_get_their_own_row_and_never_change_the_methods(tmp_path: Path) -> None:
+    """evaluate@grpo with eval.with_skills: its plain episodes (1 of 4 won) are GRPO, the starred ones (3 of 4,
+    recorded as grpo_star) are GRPO*; a "*" method's directory holds only starred episodes."""
+    rows = _sokoban("grpo", [True, False, False, False]) + _sokoban("grpo_star", [True, True, True, False], True)
+    write_records(rows, tmp_path / "grpo" / "episodes.parquet", EvalRecord)
+    write_records(_sokoban("skill_grpo_star", [True, False], True), tmp_path / "sg" / "episodes.parquet", EvalRecord)
+    table = summarize(load_episodes({"grpo": tmp_path / "grpo", "skill_grpo_star": tmp_path / "sg"}))
+    overall = table[table["task_type"] == "all"].set_index("method")
+    assert overall["success_rate"].to_dict() == {"grpo": 0.25, "grpo_star": 0.75, "skill_grpo_star": 0.5}
+    assert overall["label"].to_dict() == {"grpo": "GRPO", "grpo_star": "GRPO*", "skill_grpo_star": "Skill-GRPO*"}
+    assert list(overall["episodes"]) == [4, 4, 2]
