@@ -39,7 +39,8 @@ def rl_flow(params_path: Path = Path("params.yaml"), algorithm: str = "seed",
                 tracker.log_metrics(rl_round(cfg, i, init, out, round_tracker, key), step=i)
         metrics = rl_finalize(cfg, out)
         if cfg.tracking.register_models:
-            tracker.register_checkpoint(out / "checkpoint", model_name(cfg, algorithm), model_tags(cfg, algorithm))
+            tracker.register_checkpoint(out / "checkpoint", model_name(cfg, algorithm), model_tags(cfg, algorithm),
+                                        cfg.tracking.model_flavor)
         return finish(tracker, out, metrics)
 
 
