@@ -181,6 +181,7 @@ def test_stage_flow_runs_are_tagged_with_the_pipeline_run_and_linked_from_it(
     from prefect.client.orchestration import get_client
 
     from flows.common import PIPELINE_FLOW_RUN_VAR, pipeline_tag, stage_run
+    from flows.generate_alfworld import generate_alfworld_flow
     from flows.results import STAGE_RUNS_KEY
     from seed_core.config import load_config
 
@@ -188,7 +189,8 @@ def test_stage_flow_runs_are_tagged_with_the_pipeline_run_and_linked_from_it(
 
     @flow(name="fake-stage")
     def fake_stage() -> None:
-    
+        from prefect.runtime import flow_run
+
         seen["flow_run"] = flow_run.id
         with stage_run(load_config(project / "params.yaml"), "fake-stage", "fake", []) as tracker:
             seen["mlflow_run"] = tracker.run_id
@@ -200,15 +202,21 @@ def test_stage_flow_runs_are_tagged_with_the_pipeline_run_and_linked_from_it(
             monkeypatch.setenv(PIPELINE_FLOW_RUN_VAR, kwargs["env"][PIPELINE_FLOW_RUN_VAR])
             monkeypatch.setenv("SEED_PARENT_RUN_ID", kwargs["env"]["SEED_PARENT_RUN_ID"])
             fake_stage()
+            state = generate_alfworld_flow(project / "params.yaml", return_state=True)  # no games: returns early
+            seen["empty_stage"] = str(state.state_details.flow_run_id)
             write_reports(project / "reports", "staged")
             return subprocess.CompletedProcess(cmd, 0)
         return real_run(cmd, *args, **kwargs)
 
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["env"]["alfworld"]["generated_dir"] = str(project / "games")
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
     monkeypatch.setattr(subprocess, "run", dvc_running_a_stage)
     run = launch.pipeline_run_flow()
     tag = pipeline_tag(run.prefect_flow_run_id)
     with get_client(sync_client=True) as client:
         assert tag in client.read_flow_run(seen["flow_run"]).tags
+        assert tag in client.read_flow_run(seen["empty_stage"]).tags  # a stage without an MLflow run too
         assert tag in client.read_flow_run(run.prefect_flow_run_id).tags
     links = Artifact.get(STAGE_RUNS_KEY)
     assert str(links.flow_run_id) == run.prefect_flow_run_id
