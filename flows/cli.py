@@ -68,6 +68,9 @@ def run(preset: Annotated[Optional[Path], typer.Option(help="a params file from 
         loader.load_config(preset or project_root() / "params.yaml", overrides or None)  # stop before any server starts
         result = run_in_flow(preset, overrides, name)
     table()
+    from flows.results import reference_verdict
+
+    typer.echo(reference_verdict(project_root()))
     for label, url in result.links.items():
         typer.echo(f"{label}: {url}")
     if not result.links:

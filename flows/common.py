@@ -146,14 +146,25 @@ def stage_run(cfg: SeedConfig, name: str, prefix: str, inputs: list[Path],
     tags: dict[str, Any] = {"stage": name, "prefect.flow_run_id": flow_run.id or "",
                             **{v.lower(): os.environ[v] for v in DVC_CONTEXT_VARS if os.environ.get(v)},
                             **{f"dvc.dep.{rel}": md5 for rel, md5 in md5s.items()}}
-    pipeline_run = os.environ.get(PIPELINE_FLOW_RUN_VAR)
-    if pipeline_run and flow_run.id:
-        add_flow_run_tags(flow_run.id, [pipeline_tag(pipeline_run)])
+    pipeline_run = join_pipeline_run()
+    if pipeline_run:
         tags["prefect.pipeline_flow_run_id"] = pipeline_run
     parent = parent_run_id or os.environ.get(PARENT_RUN_VAR)
     with open_run(cfg, name, parent_run_id=parent, prefix=prefix, tags=tags, system_metrics=True) as tracker:
         tracker.log_data_inputs(md5s)
         yield tracker
+
+
+def join_pipeline_run() -> str | None:
+    """Tag the current flow run with the tag of the pipeline run it belongs to (``SEED_PIPELINE_FLOW_RUN_ID``,
+    set by ``seed run``), so the Prefect UI groups them; returns that pipeline flow run's id (None: none)."""
+    from prefect.runtime import flow_run
+
+    pipeline_run = os.environ.get(PIPELINE_FLOW_RUN_VAR)
+    if not (pipeline_run and flow_run.id):
+        return None
+    add_flow_run_tags(flow_run.id, [pipeline_tag(pipeline_run)])
+    return pipeline_run
 
 
 def pipeline_tag(flow_run_id: str) -> str:
@@ -208,3 +219,17 @@ def reset_stale_rounds(out_dir: Path, key: str) -> None:
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     marker.write_text(key)
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m{secs:02d}s"
+
+
+def progress_line(unit: str, done: int, total: int, elapsed_s: float, durations: list[float]) -> str:
+    """Whole-stage progress, e.g. ``round 3/10 done, 2m03s elapsed, ETA 4m47s``: the ETA is the mean of the
+    ``durations`` of units run so far (resumed ones left out: they cost nothing) times the units left."""
+    line = f"{unit} {done}/{total} done, {_duration(elapsed_s)} elapsed"
+    if done < total and durations:
+        line += f", ETA {_duration(sum(durations) / len(durations) * (total - done))}"
+    return line

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from prefect import flow
 
-from flows.common import finish, parse_args, stage_run
+from flows.common import finish, join_pipeline_run, parse_args, stage_run
 from seed_core.config import project_root
 from seed_core.loader import load_config
 from tasks.generate_alfworld import generate_alfworld
@@ -26,6 +26,7 @@ def generate_alfworld_flow(params_path: Path = Path("params.yaml"),
     if cfg.env.name != "alfworld":
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
+        join_pipeline_run()  # no MLflow run for an empty stage, but its flow run is grouped with the pipeline's
         return {}
     with stage_run(cfg, "generate_alfworld", "generate", [], parent_run_id) as tracker:
         return finish(tracker, out, generate_alfworld(cfg, out))

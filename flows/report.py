@@ -1,13 +1,19 @@
 """DVC stage ``report``: tables (``reports/table.md``, ``table.csv``) and learning curves (PNG), published
-where users look: MLflow (``log_table``, ``log_figure``) and keyed Prefect artifacts (``flows.results``)."""
+where users look: MLflow (``log_table``, ``log_figure``) and keyed Prefect artifacts (``flows.results``).
+
+The Prefect artifacts are published by one flow run per pipeline run: this stage's under a plain ``dvc
+repro``, the pipeline's (with the UI links, also when DVC reused the report) under ``seed run`` and the
+served deployment, which set ``SEED_PIPELINE_FLOW_RUN_ID``; both publishing gave two ``seed-results``
+per run."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from flows.common import eval_methods, parse_args, rl_algorithms, stage_paths, stage_run
+from flows.common import PIPELINE_FLOW_RUN_VAR, eval_methods, parse_args, rl_algorithms, stage_paths, stage_run
 from flows.results import publish_prefect
 from seed_core.loader import load_config
 from tasks.report import report
@@ -24,7 +30,8 @@ def report_flow(params_path: Path = Path("params.yaml"), parent_run_id: str | No
         metrics = report(eval_dirs, rl_dirs, paths.reports, cfg, tracker)
         tracker.log_metrics(metrics)
         tracker.log_artifact(paths.reports)
-    publish_prefect(paths.reports)
+    if not os.environ.get(PIPELINE_FLOW_RUN_VAR):  # under `seed run` its flow run publishes the table, once
+        publish_prefect(paths.reports)
     get_run_logger().info("\n%s", (paths.reports / "table.md").read_text())
     return metrics
 

@@ -10,6 +10,7 @@ because DVC-cached stages log no MLflow run of their own (stack-notes pitfall 19
 from __future__ import annotations
 
 import math
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -108,3 +109,18 @@ def mlflow_run_url(base: str, experiment_id: str, run_id: str) -> str:
 def prefect_flow_run_url(api_url: str, flow_run_id: str) -> str:
     """The UI page of a flow run on the server behind ``api_url`` (``http://host:port/api``)."""
     return f"{api_url.rstrip('/').removesuffix('/api')}/runs/flow-run/{flow_run_id}"
+
+
+def reference_verdict(root: Path, table: str = "reports/table.md") -> str:
+    """Whether ``table`` equals the committed reference (the version in git ``HEAD``), as one line for
+    ``seed run``'s end; the next step to take when it differs or when nothing is committed."""
+    def git(*args: str) -> int:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, check=False).returncode
+
+    if git("cat-file", "-e", f"HEAD:{table}") != 0:
+        return (f"seed: no committed reference {table} to compare with (commit it with dvc.lock to make this "
+                f"run the reference)")
+    if git("diff", "--quiet", "HEAD", "--", table) == 0:
+        return f"seed: {table} matches the committed reference"
+    return (f"seed: {table} differs from the committed reference: `git diff {table}`, `dvc metrics diff` and "
+            f"`dvc plots diff` show how")

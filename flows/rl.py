@@ -7,12 +7,13 @@ One task and one MLflow child run per round; a rerun resumes after the last fini
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
-from prefect import flow
+from prefect import flow, get_run_logger
 
-from flows.common import (finish, model_name, model_tags, parse_args, reset_stale_rounds, resume_key, stage_paths,
-                          stage_run)
+from flows.common import (finish, model_name, model_tags, parse_args, progress_line, reset_stale_rounds, resume_key,
+                          stage_paths, stage_run)
 from seed_core.algorithms import effective_config
 from seed_core.loader import load_config
 from seed_core.tracking import open_run
@@ -32,14 +33,21 @@ def rl_flow(params_path: Path = Path("params.yaml"), algorithm: str = "seed",
     with stage_run(cfg, f"rl-{algorithm}", "rl", [init], parent_run_id) as tracker:
         if is_launched(cfg):  # multi-process: all rounds in one launch; the loop below then only logs them
             rl_launch(cfg, init, out)
+        start, durations = time.monotonic(), []
         for i in range(cfg.rl.rounds):
             resumed = (out / f"round_{i:03d}" / "DONE").is_file()
+            began = time.monotonic()
             with open_run(cfg, f"rl-{algorithm}-round-{i:03d}", parent_run_id=tracker.run_id,
                           prefix="rl", tags={"round": i, "resumed": resumed}, log_config=False) as round_tracker:
                 tracker.log_metrics(rl_round(cfg, i, init, out, round_tracker, key), step=i)
+            durations += [] if resumed else [time.monotonic() - began]
+            # whole-stage progress in the flow run's logs (the Prefect UI) and on the console
+            get_run_logger().info("rl-%s: %s", algorithm,
+                                  progress_line("round", i + 1, cfg.rl.rounds, time.monotonic() - start, durations))
         metrics = rl_finalize(cfg, out)
         if cfg.tracking.register_models:
-            tracker.register_checkpoint(out / "checkpoint", model_name(cfg, algorithm), model_tags(cfg, algorithm))
+            tracker.register_checkpoint(out / "checkpoint", model_name(cfg, algorithm), model_tags(cfg, algorithm),
+                                        cfg.tracking.model_flavor)
         return finish(tracker, out, metrics)
 
 

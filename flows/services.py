@@ -110,6 +110,8 @@ def start(name: str, command: list[str], health_url: str, timeout_s: float = 120
     # MLflow's server otherwise forks 7 job consumers (~280 MB each) for GenAI jobs seed never uses.
     env = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **os.environ, "DO_NOT_TRACK": "true",
            "MLFLOW_DISABLE_TELEMETRY": "true", "PREFECT_HOME": str(prefect_home())}
+    if name.startswith("prefect"):  # its UI calls the API here: `--port` alone leaves the UI on port 4200
+        env["PREFECT_UI_API_URL"] = health_url.removesuffix("/health")
     proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     (ui_dir() / f"{name}.pid").write_text(str(proc.pid))
     deadline = time.monotonic() + timeout_s

@@ -19,7 +19,8 @@ def sft_flow(params_path: Path = Path("params.yaml"), parent_run_id: str | None 
     with stage_run(cfg, "sft", "sft", inputs, parent_run_id) as tracker:
         metrics = sft(cfg, paths.base_model, paths.annotate, paths.collect, paths.sft, tracker)
         if cfg.tracking.register_models:
-            tracker.register_checkpoint(paths.sft / "checkpoint", model_name(cfg, "sft"), model_tags(cfg, "sft"))
+            tracker.register_checkpoint(paths.sft / "checkpoint", model_name(cfg, "sft"), model_tags(cfg, "sft"),
+                                        cfg.tracking.model_flavor)
         return finish(tracker, paths.sft, metrics)
 
 

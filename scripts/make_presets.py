@@ -27,6 +27,8 @@ PAPER_COMMON: dict[str, Any] = {
     "generation.backend": "vllm", "generation.vllm.dtype": "bfloat16", "generation.vllm.gpu_memory_utilization": 0.4,
     "generation.temperature": 1.0, "generation.eval_temperature": 0.4, "generation.max_new_tokens": 512,
     "generation.batch_size": 64,
+    # register checkpoints as plain files: the transformers flavor would load each 1.5-7B model on CPU and copy it
+    "tracking.model_flavor": "files",
     "collect.num_tasks": 180, "collect.group_size": 8,  # SEED README: 180 tasks x 8 rollouts
     "annotate.client": "openai",  # any OpenAI-compatible endpoint: OPENAI_BASE_URL / OPENAI_API_KEY
     "sft.epochs": 3, "sft.lr": 1.0e-5, "sft.max_length": 4096,

@@ -365,6 +365,10 @@ class TrackingConfig(Section):
     experiment: str = "seed"
     register_models: bool = True
     """Register final checkpoints in the MLflow model registry."""
+    model_flavor: Literal["transformers", "files"] = "transformers"
+    """How a registered checkpoint is logged: ``transformers`` (MLflow's transformers flavor:
+    ``mlflow.transformers.load_model("models:/<name>@newest")`` works; MLflow copies the weights and loads the
+    model once on CPU to do it, so paper-scale presets use ``files``) or ``files`` (the HF dir as plain artifacts)."""
 
 
 class SeedConfig(Section):

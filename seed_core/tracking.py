@@ -61,7 +61,8 @@ class NullTracker:
     def set_tags(self, tags: dict[str, Any]) -> None:
         pass
 
-    def register_checkpoint(self, checkpoint: Path, name: str, tags: dict[str, Any] | None = None) -> str:
+    def register_checkpoint(self, checkpoint: Path, name: str, tags: dict[str, Any] | None = None,
+                            flavor: str = "transformers") -> str:
         return ""
 
     def log_data_inputs(self, md5s: dict[str, str], root: Path | None = None) -> None:
@@ -164,26 +165,61 @@ class MlflowTracker:
         if datasets:
             self.client.log_inputs(self.run_id, datasets=datasets)
 
-    def register_checkpoint(self, checkpoint: Path, name: str, tags: dict[str, Any] | None = None) -> str:
-        """Log an HF checkpoint dir as run artifacts, register it as a new version of model ``name`` with
-        ``tags`` (algorithm, env, seed) on the version and the model, and point the ``newest`` alias at it
-        (MLflow reserves the alias ``latest``: ``models:/<name>/latest`` is its built-in equivalent).
+    def register_checkpoint(self, checkpoint: Path, name: str, tags: dict[str, Any] | None = None,
+                            flavor: str = "transformers") -> str:
+        """Log an HF checkpoint dir, register it as a new version of model ``name`` with ``tags`` (algorithm,
+        env, seed) on the version and the model, and point the ``newest`` alias at it (MLflow reserves the
+        alias ``latest``: ``models:/<name>/latest`` is its built-in equivalent).
 
-        A plain artifact round-trips exactly and needs no flavor (the transformers flavor wants
-        torchvision offline, pitfall 11); load it with ``download_artifacts("models:/<name>@newest")``.
+        ``flavor="transformers"``: an MLflow transformers model (``log_transformers_model``), so
+        ``mlflow.transformers.load_model("models:/<name>@newest")`` gives a text-generation pipeline.
+        ``"files"``: the checkpoint dir as plain artifacts (``download_artifacts`` + ``from_pretrained``).
         """
         from mlflow.exceptions import MlflowException
 
-        self.log_artifact(checkpoint, "checkpoint")
+        if flavor not in MODEL_FLAVORS:
+            raise ValueError(f"model flavor {flavor!r} is not one of {MODEL_FLAVORS}")
+        artifact = "model" if flavor == "transformers" else "checkpoint"
+        if flavor == "transformers":
+            self.log_transformers_model(checkpoint, artifact)
+        else:
+            self.log_artifact(checkpoint, artifact)
         with contextlib.suppress(MlflowException):
             self.client.create_registered_model(name)
-        source = f"{self.client.get_run(self.run_id).info.artifact_uri}/checkpoint"
+        source = f"{self.client.get_run(self.run_id).info.artifact_uri}/{artifact}"
         version = str(self.client.create_model_version(name, source=source, run_id=self.run_id,
                                                        tags=redact(tags or {})).version)
         for key, value in redact(tags or {}).items():
             self.client.set_registered_model_tag(name, key, value)
         self.client.set_registered_model_alias(name, NEWEST, version)
         return version
+
+    def log_transformers_model(self, checkpoint: Path, artifact_path: str = "model") -> None:
+        """The checkpoint as an MLflow ``transformers`` model (text-generation) under ``artifact_path``:
+        ``MLmodel``, the weights and config in ``model/`` (a plain HF dir, ``from_pretrained`` works on
+        it), the tokenizer in ``components/tokenizer``.
+
+        MLflow copies the weights: a full model cannot be stored by reference (only PEFT adapters over
+        a local base and Hub repos are), and its local-checkpoint path fails on transformers 5, so the
+        model is loaded (CPU) and saved again. Cost: one copy of the checkpoint per registered version
+        (4.2 MB for the testbed, ~0.5 GB for SmolLM2-135M fp32). The requirements are pinned to the
+        installed versions: MLflow's inferred ones add torchvision, which does not install next to the
+        CPU torch wheel (stack-notes pitfall 11).
+        """
+        import tempfile
+        from importlib.metadata import version
+
+        import mlflow.transformers
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model = AutoModelForCausalLM.from_pretrained(checkpoint)
+        tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+        requirements = [f"{p}=={version(p)}" for p in ("transformers", "torch", "accelerate")]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / artifact_path
+            mlflow.transformers.save_model({"model": model, "tokenizer": tokenizer}, str(path),
+                                           task="text-generation", pip_requirements=requirements)
+            self.client.log_artifacts(self.run_id, str(path), artifact_path)
 
     def record_evaluation(self, name: str, metrics: dict[str, float], md5: str | None = None,
                           metric: str = "eval/success_rate") -> str | None:
@@ -221,6 +257,9 @@ class MlflowTracker:
             self.client.set_registered_model_alias(name, alias, version.version)
         return str(version.version)
 
+
+MODEL_FLAVORS = ("transformers", "files")
+"""How ``register_checkpoint`` logs a checkpoint (config ``tracking.model_flavor``)."""
 
 NEWEST = "newest"
 """Alias of the most recently registered version of a model (MLflow reserves ``latest``)."""

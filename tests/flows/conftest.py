@@ -4,6 +4,8 @@ MLflow store, and a tiny params file that runs every stage in seconds on the tin
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -74,3 +76,25 @@ def mlflow_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         os.environ.pop("MLFLOW_TRACKING_URI", None)
     else:
         os.environ["MLFLOW_TRACKING_URI"] = old
+
+
+@pytest.fixture(scope="session")
+def repro_project(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path, prefect_server: str,
+                  mlflow_uri: str) -> tuple[Path, dict[str, str]]:
+    """A git + DVC copy of the project with tiny params (MLflow experiment ``dvc-repro-test``), and the
+    environment its stages run in; shared by the session (test_dvc_repro, the browser test)."""
+    from tests.flows.test_dvc_repro import PROJECT_FILES, commit_project, copy_project
+
+    root = tmp_path_factory.mktemp("project")
+    copy_project(root, PROJECT_FILES)
+    write_tiny_params(root / "params.yaml", tiny_model_dir, "data", tracking={"experiment": "dvc-repro-test"})
+    return root, commit_project(root, prefect_server, mlflow_uri)
+
+
+@pytest.fixture(scope="session")
+def repro_run(repro_project: tuple[Path, dict[str, str]]) -> subprocess.CompletedProcess[str]:
+    """The session's one real ``seed run`` of ``repro_project`` (every stage its own process, ~2 min)."""
+    from tests.flows.test_dvc_repro import _run
+
+    root, env = repro_project
+    return _run([sys.executable, "-m", "flows.cli", "run"], root, env)

@@ -110,7 +110,8 @@ def test_final_checkpoints_are_registered_models(runs: dict[str, Any], tmp_path:
     assert names == {"seed-sokoban-sft", *(f"seed-sokoban-{a}" for a in RL_ALGORITHMS)}
     local = mlflow.artifacts.download_artifacts("models:/seed-sokoban-seed/1", dst_path=str(tmp_path),
                                                 tracking_uri=client.tracking_uri)
-    assert (Path(local) / "config.json").is_file() and (Path(local) / "model.safetensors").is_file()
+    assert (Path(local) / "MLmodel").is_file()  # the transformers flavor (tracking.model_flavor)
+    assert (Path(local) / "model" / "config.json").is_file() and (Path(local) / "model" / "model.safetensors").is_file()
     version = client.get_model_version_by_alias("seed-sokoban-seed", "newest")
     assert {k: version.tags[k] for k in ("algorithm", "env", "seed")} == {"algorithm": "seed", "env": "sokoban",
                                                                           "seed": "0"}

@@ -37,6 +37,33 @@ def write_reports(reports: Path, note: str) -> None:
         plt.close(fig)
 
 
+def write_report_inputs(root: Path, experiment: str) -> tuple[str, ...]:
+    """params.yaml (data under ``root``) and what the report stage reads: evaluation episodes of every
+    method of ``eval_methods`` (method i wins i of 8 tasks; "*" rows played with skills) and RL curves.
+    Returns the methods in that order."""
+    from flows.common import eval_methods, rl_algorithms
+    from seed_core.io import write_records
+    from seed_core.loader import load_config
+    from seed_core.types import EvalRecord
+
+    params = yaml.safe_load((project_root() / "params.yaml").read_text())
+    params["project"]["data_dir"] = str(root / "data")
+    params["tracking"]["experiment"] = experiment
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    cfg = load_config(root / "params.yaml")
+    methods = eval_methods(cfg)  # + seed_star (rl.algorithm = seed)
+    for i, method in enumerate(methods):
+        records = [EvalRecord(method=method, env="sokoban", split="test", task_id=f"t{k}", task_type="push",
+                              seed=0, success=k < i, episode_return=0.0, length=3,
+                              skill_prompt=method.endswith("_star"), checkpoint="c") for k in range(8)]
+        write_records(records, root / "data" / "eval" / method / "episodes.parquet", EvalRecord)
+    for algorithm in rl_algorithms(cfg):
+        (root / "data" / "rl" / algorithm).mkdir(parents=True, exist_ok=True)
+        pd.DataFrame({"round": [0, 1], "rollout/success_rate": [0.1, 0.2], "rl/pg_loss": [0.3, 0.2]}).to_csv(
+            root / "data" / "rl" / algorithm / "curve.csv", index=False)
+    return methods
+
+
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mlflow_uri: str) -> Path:
     """A project root in tmp_path whose `dvc repro` (faked) writes reports/ with a run-specific note."""
@@ -131,29 +158,9 @@ def test_report_stage_publishes_its_table_and_logs_table_and_figures(tmp_path: P
     import mlflow
     from prefect.artifacts import Artifact
 
-    from flows.common import eval_methods, rl_algorithms
     from flows.report import report_flow
-    from seed_core.loader import load_config
-    from seed_core.io import write_records
-    from seed_core.types import EvalRecord
 
-    params = yaml.safe_load((project_root() / "params.yaml").read_text())
-    params["project"]["data_dir"] = str(tmp_path / "data")
-    params["tracking"]["experiment"] = "report-stage-test"
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    cfg = load_config(tmp_path / "params.yaml")
-    EVAL_METHODS, RL_ALGORITHMS = eval_methods(cfg), rl_algorithms(cfg)  # + seed_star (rl.algorithm = seed)
-    for i, method in enumerate(EVAL_METHODS):
-        records = [EvalRecord(method=method, env="sokoban", split="test", task_id=f"t{k}", task_type="push",
-                              seed=0, success=k < i, episode_return=0.0, length=3,
-                              skill_prompt=method.endswith("_star"),
-                              checkpoint="c") for k in range(8)]
-        write_records(records, tmp_path / "data" / "eval" / method / "episodes.parquet", EvalRecord)
-    for algorithm in RL_ALGORITHMS:
-        (tmp_path / "data" / "rl" / algorithm).mkdir(parents=True)
-        pd.DataFrame({"round": [0, 1], "rollout/success_rate": [0.1, 0.2], "rl/pg_loss": [0.3, 0.2]}).to_csv(
-            tmp_path / "data" / "rl" / algorithm / "curve.csv", index=False)
-
+    methods = write_report_inputs(tmp_path, "report-stage-test")
     metrics = report_flow(tmp_path / "params.yaml")
     assert metrics["sft/sokoban/test/success_rate"] == 0.125
     assert metrics["seed_star/sokoban/test/success_rate"] == 0.625  # method 5 of 6: the "*" row is its own
@@ -165,7 +172,7 @@ def test_report_stage_publishes_its_table_and_logs_table_and_figures(tmp_path: P
         "curves/curve_success.png", "curves/curve_losses.png"}
     table = client.load_table(run.info.experiment_id, "results/table.json", run_ids=[run.info.run_id])
     overall = table[table["task_type"] == "all"].set_index("method")["success_rate"]
-    assert overall.to_dict() == {m: i / 8 for i, m in enumerate(EVAL_METHODS)}
+    assert overall.to_dict() == {m: i / 8 for i, m in enumerate(methods)}
     assert "| SEED* | 62.5 | 8 | 1 |" in markdown.data.splitlines()
 
 
@@ -180,6 +187,7 @@ def test_stage_flow_runs_are_tagged_with_the_pipeline_run_and_linked_from_it(
     from prefect.client.orchestration import get_client
 
     from flows.common import PIPELINE_FLOW_RUN_VAR, pipeline_tag, stage_run
+    from flows.generate_alfworld import generate_alfworld_flow
     from flows.results import STAGE_RUNS_KEY
     from seed_core.loader import load_config
 
@@ -200,15 +208,21 @@ def test_stage_flow_runs_are_tagged_with_the_pipeline_run_and_linked_from_it(
             monkeypatch.setenv(PIPELINE_FLOW_RUN_VAR, kwargs["env"][PIPELINE_FLOW_RUN_VAR])
             monkeypatch.setenv("SEED_PARENT_RUN_ID", kwargs["env"]["SEED_PARENT_RUN_ID"])
             fake_stage()
+            state = generate_alfworld_flow(project / "params.yaml", return_state=True)  # no games: returns early
+            seen["empty_stage"] = str(state.state_details.flow_run_id)
             write_reports(project / "reports", "staged")
             return subprocess.CompletedProcess(cmd, 0)
         return real_run(cmd, *args, **kwargs)
 
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["env"]["alfworld"]["generated_dir"] = str(project / "games")
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
     monkeypatch.setattr(subprocess, "run", dvc_running_a_stage)
     run = launch.pipeline_run_flow()
     tag = pipeline_tag(run.prefect_flow_run_id)
     with get_client(sync_client=True) as client:
         assert tag in client.read_flow_run(seen["flow_run"]).tags
+        assert tag in client.read_flow_run(seen["empty_stage"]).tags  # a stage without an MLflow run too
         assert tag in client.read_flow_run(run.prefect_flow_run_id).tags
     links = Artifact.get(STAGE_RUNS_KEY)
     assert str(links.flow_run_id) == run.prefect_flow_run_id
@@ -217,3 +231,38 @@ def test_stage_flow_runs_are_tagged_with_the_pipeline_run_and_linked_from_it(
     assert stage.data.tags["prefect.pipeline_flow_run_id"] == run.prefect_flow_run_id
     assert stage.data.tags["mlflow.parentRunId"] == run.mlflow_run_id
     assert os.environ[PIPELINE_FLOW_RUN_VAR] == run.prefect_flow_run_id
+
+
+def test_a_pipeline_run_publishes_one_results_artifact(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: the report stage's flow run and the pipeline's both published ``seed-results``. The fake
+    DVC runs the real report stage in the stage environment, as `python -m flows.report` would."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, FlowRunFilter, FlowRunFilterTags
+
+    from flows.common import PIPELINE_FLOW_RUN_VAR, pipeline_tag
+    from flows.report import report_flow
+
+    write_report_inputs(project, "one-artifact-test")
+    real_run = subprocess.run
+    seen: dict[str, str] = {}
+
+    def dvc_running_the_report(cmd: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(cmd, list) and cmd[:1] == ["dvc"]:
+            monkeypatch.setenv(PIPELINE_FLOW_RUN_VAR, kwargs["env"][PIPELINE_FLOW_RUN_VAR])
+            monkeypatch.setenv("SEED_PARENT_RUN_ID", kwargs["env"]["SEED_PARENT_RUN_ID"])
+            seen["report"] = report_flow(project / "params.yaml", return_state=True).state_details.flow_run_id
+            return subprocess.CompletedProcess(cmd, 0)
+        return real_run(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", dvc_running_the_report)
+    run = launch.pipeline_run_flow()
+    assert seen["report"]
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            tags=FlowRunFilterTags(all_=[pipeline_tag(run.prefect_flow_run_id)])))
+        assert {str(r.id) for r in runs} == {run.prefect_flow_run_id, str(seen["report"])}
+        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[RESULTS_KEY])),
+                                          flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(
+                                              all_=[pipeline_tag(run.prefect_flow_run_id)])))
+    assert [str(a.flow_run_id) for a in artifacts] == [run.prefect_flow_run_id]  # one, with the UI links
+    assert run.links["MLflow run"] in artifacts[0].data

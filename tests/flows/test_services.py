@@ -176,3 +176,18 @@ def test_a_temporary_prefect_server_gets_the_logs_before_it_stops(tmp_path: Path
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Error logging to API" not in done.stderr + done.stdout
     assert seconds < 75, f"exit took {seconds:.0f} s: logs were flushed against a stopped server"
+
+
+def test_seed_ui_prefect_on_another_port_serves_a_ui_that_calls_its_own_api(ui_dir: Path) -> None:
+    """Regression (found by the browser test): with `--port` alone Prefect's UI called the API on port 4200."""
+    import json
+    import urllib.request
+
+    port = free_port()
+    servers = {k: v for k, v in services.server_commands(port, free_port()).items() if k == "prefect"}
+    services.start_all(servers)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/ui-settings", timeout=10) as response:
+            assert json.load(response)["api_url"] == f"http://127.0.0.1:{port}/api"
+    finally:
+        services.stop("prefect")

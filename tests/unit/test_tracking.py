@@ -63,7 +63,7 @@ def test_runs_params_metrics_status_and_registered_checkpoint(monkeypatch: pytes
         with open_run(cfg, "sft", parent_run_id=parent.run_id, prefix="sft", tags={"stage": "sft"}) as child:
             child.log_metrics({"loss": 2.0}, step=0)
             child.log_metrics({"loss": 1.0, "rl/x": 3.0, "skipped": True}, step=1)
-            version = child.register_checkpoint(ckpt, "seed-unit")
+            version = child.register_checkpoint(ckpt, "seed-unit", flavor="files")
     with pytest.raises(RuntimeError), open_run(cfg, "broken"):
         raise RuntimeError("stage failed")
 
@@ -142,7 +142,7 @@ def test_registered_checkpoints_get_tags_newest_and_best_aliases(store: str, tmp
 
     def train_and_eval(success: float, md5: str) -> tuple[str, str | None]:
         with open_run(cfg, "rl", log_config=False) as rl:
-            version = rl.register_checkpoint(ckpt, name, tags)
+            version = rl.register_checkpoint(ckpt, name, tags, flavor="files")
         with open_run(cfg, "eval", log_config=False) as ev:
             return version, ev.record_evaluation(name, {"eval/success_rate": success}, md5)
 
@@ -165,3 +165,26 @@ def test_registered_checkpoints_get_tags_newest_and_best_aliases(store: str, tmp
     local = mlflow.artifacts.download_artifacts(f"models:/{name}@newest", dst_path=str(tmp_path / "dl"),
                                                 tracking_uri=store)
     assert (Path(local) / "config.json").is_file()
+
+
+def test_a_registered_checkpoint_loads_with_the_transformers_flavor(store: str, tiny_model_dir: Path) -> None:
+    """``mlflow.transformers.load_model`` on the registry alias gives a text-generation pipeline whose model
+    is the checkpoint's (same weights), and ``model/`` inside it is a plain HF dir."""
+    import mlflow
+    import mlflow.transformers
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    cfg = with_overrides(SeedConfig(), {"tracking.experiment": "flavor"})
+    with open_run(cfg, "sft", log_config=False) as sft:
+        version = sft.register_checkpoint(tiny_model_dir, "seed-flavor-test", {"algorithm": "sft"})
+    pipe = mlflow.transformers.load_model("models:/seed-flavor-test@newest")
+    assert type(pipe).__name__ == "TextGenerationPipeline"
+    original = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()
+    loaded = pipe.model.state_dict()
+    assert original.keys() == loaded.keys() and all(torch.equal(original[k], loaded[k]) for k in original)
+    assert pipe("hello", max_new_tokens=2, do_sample=False)[0]["generated_text"].startswith("hello")
+    local = Path(mlflow.artifacts.download_artifacts(f"models:/seed-flavor-test/{version}", tracking_uri=store))
+    assert (local / "MLmodel").is_file() and (local / "model" / "config.json").is_file()
+    with pytest.raises(ValueError, match="model flavor 'onnx'"), open_run(cfg, "x", log_config=False) as other:
+        other.register_checkpoint(tiny_model_dir, "seed-flavor-test", flavor="onnx")
