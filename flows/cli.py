@@ -20,6 +20,7 @@ from typing import Annotated, Any, Iterator, Optional
 import typer
 import yaml
 
+from seed_core import timing
 from seed_core.config import ConfigError, endpoint_env, project_root
 
 app = typer.Typer(help="seed: SEED pipeline (DVC stages, Prefect flows, MLflow tracking).", no_args_is_help=True,
@@ -55,6 +56,7 @@ def run(preset: Annotated[Optional[Path], typer.Option(help="a params file from 
         set_: Annotated[Optional[list[str]], typer.Option("--set", "-S", help="KEY=VALUE (an experiment)")] = None,
         name: Annotated[Optional[str], typer.Option(help="DVC experiment name")] = None) -> None:
     """Run the whole pipeline through DVC (only stale stages rerun), then print the table and the UI links."""
+    timing.mark("cli_run")
     from flows.launch import run_in_flow
     from seed_core.config import load_config
 

@@ -14,6 +14,7 @@ from prefect import flow
 from flows.common import (finish, model_name, model_tags, parse_args, reset_stale_rounds, resume_key, stage_paths,
                           stage_run)
 from seed_core.algorithms import effective_config
+from seed_core import timing
 from seed_core.config import load_config
 from seed_core.tracking import open_run
 from tasks.launch import is_launched
@@ -39,7 +40,8 @@ def rl_flow(params_path: Path = Path("params.yaml"), algorithm: str = "seed",
                 tracker.log_metrics(rl_round(cfg, i, init, out, round_tracker, key), step=i)
         metrics = rl_finalize(cfg, out)
         if cfg.tracking.register_models:
-            tracker.register_checkpoint(out / "checkpoint", model_name(cfg, algorithm), model_tags(cfg, algorithm))
+            with timing.span("mlflow"):
+                tracker.register_checkpoint(out / "checkpoint", model_name(cfg, algorithm), model_tags(cfg, algorithm))
         return finish(tracker, out, metrics)
 
 

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Iterator
 
+from seed_core import timing
 from seed_core.config import endpoint_env, project_root
 from seed_core.tracking import artifact_location, tracking_uri
 
@@ -200,6 +201,7 @@ def prefect_api() -> Iterator[str]:
         port = sock.getsockname()[1]
     command, health, base = server_commands(port, 0)["prefect"]
     proc = start("prefect-run", command, health)
+    timing.mark("prefect_server_up")
     try:
         yield f"{base}/api"
     finally:
