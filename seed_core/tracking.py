@@ -15,6 +15,7 @@ import functools
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any, Iterator, Protocol
@@ -200,7 +201,8 @@ class MlflowTracker:
         """
         from mlflow.exceptions import MlflowException
 
-        self.log_artifact(checkpoint, "checkpoint")
+        if not link_artifacts(checkpoint, self.client.get_run(self.run_id).info.artifact_uri, "checkpoint"):
+            self.log_artifact(checkpoint, "checkpoint")  # another filesystem or a remote store: a copy
         with contextlib.suppress(MlflowException):
             self.client.create_registered_model(name)
         source = f"{self.client.get_run(self.run_id).info.artifact_uri}/checkpoint"
@@ -246,6 +248,30 @@ class MlflowTracker:
         if best is None or best.version == version.version or value > best_value:
             self.client.set_registered_model_alias(name, alias, version.version)
         return str(version.version)
+
+
+def link_artifacts(src: Path, artifact_uri: str, artifact_path: str) -> bool:
+    """Put the files of directory ``src`` into a local (``file://``) artifact store as hard links: the run's
+    artifacts and the checkpoint share their bytes, nothing is copied (a 135M checkpoint is ~0.5 GB).
+    The links stay valid when DVC later replaces the workspace output (it unlinks and writes new files,
+    never edits in place) and with DVC's hardlink cache the bytes are the cached object itself; the
+    files are read-only once DVC has committed them. False (nothing left behind) when the store is not
+    local or the link fails (another filesystem): the caller copies."""
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(artifact_uri)
+    if parsed.scheme != "file" or not Path(src).is_dir():
+        return False
+    dest = Path(unquote(parsed.path)) / artifact_path
+    try:
+        for file in sorted(p for p in Path(src).rglob("*") if p.is_file()):
+            target = dest / file.relative_to(src)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.link(file, target)
+    except OSError:
+        shutil.rmtree(dest, ignore_errors=True)
+        return False
+    return True
 
 
 NEWEST = "newest"
