@@ -169,10 +169,11 @@ def stage_split(record: dict[str, Any], previous_end: float) -> dict[str, float]
 
 def split(records: list[dict[str, Any]], run: dict[str, Any]) -> dict[str, Any]:
     """Per-stage splits, the seed run process's own phases, totals and the share outside the engine."""
-    top = next((r for r in records if "dvc_start" in r["marks"]), None)
-    stages = [r for r in records if r is not top]  # one per DVC stage process (timing files of no others)
-    dvc_start = top["marks"]["dvc_start"] if top else run["start"]
-    dvc_end = top["marks"].get("dvc_end", run["end"]) if top else run["end"]
+    top = next((r for r in records if "cli_run" in r["marks"] or "dvc_start" in r["marks"]), None)
+    stages = [r for r in records if "imports_done" in r["marks"]]  # a stage module's __main__ reached parse_args
+    # a no-op `seed run` starts no DVC process: its whole wall time is before_dvc_s
+    dvc_start = top["marks"].get("dvc_start", run["end"]) if top else run["start"]
+    dvc_end = top["marks"].get("dvc_end", dvc_start) if top else run["end"]
     per_stage, previous_end = [], dvc_start
     for record in stages:
         per_stage.append({"stage": record["label"], **stage_split(record, previous_end)})

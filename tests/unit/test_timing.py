@@ -85,3 +85,11 @@ def test_the_split_of_a_stage_adds_up_to_its_wall_time() -> None:
     assert whole["split_s"]["before_dvc_s"] == 6.0 and whole["split_s"]["after_dvc_s"] == 8.0
     assert sum(whole["split_s"].values()) == pytest.approx(whole["wall_s"])  # each second in one bucket
     assert whole["before_dvc_detail_s"] == {"process_start_to_cli_s": 1.0}
+
+
+def test_a_no_op_run_is_all_before_dvc() -> None:
+    bench = load_benchmark()
+    top = {"label": "cli.py", "process_start": 10.0, "exit": 11.9, "marks": {"cli_run": 10.5}, "spans_s": {}}
+    whole = bench.split([top], {"start": 9.9, "end": 12.0})
+    assert whole["stages"] == [] and whole["engine_s"] == 0 and whole["split_s"]["before_dvc_s"] == 2.1
+    assert sum(whole["split_s"].values()) == pytest.approx(whole["wall_s"])
