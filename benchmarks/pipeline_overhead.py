@@ -157,8 +157,10 @@ def stage_split(record: dict[str, Any], previous_end: float) -> dict[str, float]
     marks, spans = record["marks"], record.get("spans_s", {})
     start, end = record["process_start"], record["exit"]
     imports_done = marks.get("imports_done", start)
-    body_start = marks.get("flow_body", imports_done)
-    body_end = marks.get("stage_run_end", end)
+    if "flow_body" in marks:
+        body_start, body_end = marks["flow_body"], marks.get("stage_run_end", end)
+    else:  # a flow that opened no stage run (generate_alfworld off ALFWorld): all after the imports is Prefect
+        body_start = body_end = end
     engine, lazy, mlflow, prefect_api = (spans.get(k, 0.0) for k in ("engine", "imports", "mlflow", "prefect"))
     out = {"dvc_before_s": start - previous_end, "start_imports_s": imports_done - start,
            "prefect_s": (body_start - imports_done) + prefect_api + (end - body_end), "mlflow_s": mlflow,

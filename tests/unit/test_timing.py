@@ -93,3 +93,10 @@ def test_a_no_op_run_is_all_before_dvc() -> None:
     whole = bench.split([top], {"start": 9.9, "end": 12.0})
     assert whole["stages"] == [] and whole["engine_s"] == 0 and whole["split_s"]["before_dvc_s"] == 2.1
     assert sum(whole["split_s"].values()) == pytest.approx(whole["wall_s"])
+
+
+def test_a_flow_without_a_stage_run_is_all_prefect_after_its_imports() -> None:
+    record = {"label": "generate_alfworld", "process_start": 0.0, "exit": 10.0, "marks": {"imports_done": 4.0},
+              "spans_s": {}}
+    split = load_benchmark().stage_split(record, previous_end=0.0)
+    assert split["prefect_s"] == 6.0 and split["flow_other_s"] == 0.0
