@@ -143,8 +143,10 @@ def run_seed(copy: Path, timing_dir: Path) -> dict[str, Any]:
     t1 = time.time()
     leaked = reap_orphans()
     (timing_dir / "seed_run.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
-    return {"start": t0, "end": t1, "wall_s": round(t1 - t0, 2), "returncode": proc.returncode,
-            "write_bytes": write_bytes() - before, "leaked_pids": leaked, "stdout_tail": proc.stdout[-1500:]}
+    run = {"start": t0, "end": t1, "wall_s": round(t1 - t0, 2), "returncode": proc.returncode,
+           "write_bytes": write_bytes() - before, "leaked_pids": leaked, "stdout_tail": proc.stdout[-1500:]}
+    (timing_dir / "run.txt").write_text(json.dumps(run))  # .txt: not a timing record
+    return run
 
 
 def load_records(timing_dir: Path) -> list[dict[str, Any]]:
