@@ -94,6 +94,11 @@ def copy_project(dest: Path, overrides: dict[str, Any], preset: Path | None) -> 
     subprocess.run([*git, "commit", "-qm", "pipeline_overhead snapshot"], cwd=dest, check=True)
 
 
+def timing_now() -> float:
+    """The clock of ``seed_core.timing.now`` (boot-based, shared with the OS process start times)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
 def write_bytes() -> int:
     """Storage writes of this process and its reaped descendants (``/proc/self/io``)."""
     for line in Path("/proc/self/io").read_text().splitlines():
@@ -137,10 +142,10 @@ def run_seed(copy: Path, timing_dir: Path) -> dict[str, Any]:
                     "PYTHONPATH": str(copy), "PREFECT_HOME": str(copy / ".prefect"),
                     "DVC_SITE_CACHE_DIR": str(copy / ".dvc" / "tmp" / "site-cache"), "SEED_TIMING_DIR": str(timing_dir)}
     before = write_bytes()
-    t0 = time.time()
+    t0 = timing_now()
     proc = subprocess.run([sys.executable, "-m", "flows.cli", "run"], cwd=copy, env=env, capture_output=True,
                           text=True)
-    t1 = time.time()
+    t1 = timing_now()
     leaked = reap_orphans()
     (timing_dir / "seed_run.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     run = {"start": t0, "end": t1, "wall_s": round(t1 - t0, 2), "returncode": proc.returncode,
