@@ -45,8 +45,8 @@ def _register() -> None:
 
 def now() -> float:
     """Seconds on one clock shared by all processes and the OS process start times: ``CLOCK_BOOTTIME``
-    (Linux). Wall-clock time is not used: on this VM it drifted by tens of seconds within an hour from the process
-    start times (measured here)."""
+    (Linux). Not wall-clock time: on this VM it drifted tens of seconds within an hour from the process
+    start times psutil derives from the boot time (measured here)."""
     return time.clock_gettime(time.CLOCK_BOOTTIME) if hasattr(time, "CLOCK_BOOTTIME") else time.time()
 
 
