@@ -197,9 +197,10 @@ def split(records: list[dict[str, Any]], run: dict[str, Any]) -> dict[str, Any]:
     detail: dict[str, float] = {}  # parts of before_dvc_s
     if top:
         marks = top["marks"]
-        detail["process_start_to_cli_s"] = round(marks.get("cli_run", dvc_start) - top["process_start"], 2)
+        cli = marks.get("cli_run", dvc_start)
+        detail["process_start_to_cli_s"] = round(cli - top["process_start"], 2)
         if "prefect_server_up" in marks:
-            detail["cli_to_prefect_server_up_s"] = round(marks["prefect_server_up"] - marks.get("cli_run", dvc_start), 2)
+            detail["cli_to_prefect_server_up_s"] = round(marks["prefect_server_up"] - cli, 2)
     engine = totals["engine_s"]
     return {"wall_s": round(wall, 2), "engine_s": engine, "overhead_s": round(wall - engine, 2),
             "overhead_share": round(1 - engine / wall, 4) if wall else None,
