@@ -20,7 +20,7 @@ from typing import Annotated, Any, Iterator, Optional
 
 import typer
 
-from seed_core import loader
+from seed_core import loader, timing
 from seed_core.config import ConfigError, endpoint_env, project_root
 
 app = typer.Typer(help="seed: SEED pipeline (DVC stages, Prefect flows, MLflow tracking).", no_args_is_help=True,
@@ -57,15 +57,39 @@ def pipeline_errors() -> Iterator[None]:
         raise typer.Exit(err.returncode) from None
 
 
+def up_to_date(root: Path, targets: tuple[str, ...] = ("dvc.yaml",)) -> bool:
+    """Whether ``dvc repro`` would run nothing: DVC's own status of ``targets`` (outputs, code and data deps,
+    params against dvc.lock) through its Python API, before Prefect, MLflow or a server start (~1 s).
+    False when DVC cannot tell (e.g. another DVC process holds the lock): the full run then reports it."""
+    from dvc.exceptions import DvcException
+    from dvc.repo import Repo
+
+    try:
+        with Repo(str(root)) as repo:
+            return not repo.status(targets=[str(root / t) for t in targets])
+    except DvcException:
+        return False
+
+
 @app.command()
 def run(preset: Annotated[Optional[Path], typer.Option(help="a params file from presets/ (an experiment)")] = None,
         set_: Annotated[Optional[list[str]], typer.Option("--set", "-S", help="KEY=VALUE (an experiment)")] = None,
         name: Annotated[Optional[str], typer.Option(help="DVC experiment name")] = None) -> None:
     """Run the whole pipeline through DVC (only stale stages rerun), then print the table and the UI links."""
-    from flows.launch import run_in_flow
+    timing.mark("cli_run")
     overrides = parse_overrides(set_ or [])
     with pipeline_errors():
         loader.load_config(preset or project_root() / "params.yaml", overrides or None)  # stop before any server starts
+        if not (preset or overrides or name) and up_to_date(project_root()):
+            typer.echo("seed: every stage is up to date (dvc status), nothing to run; no new MLflow or Prefect run "
+                       "is recorded (the runs that made these outputs hold them). The table:")
+            table()
+            from flows.results import reference_verdict
+
+            typer.echo(reference_verdict(project_root()))
+            return
+        from flows.launch import run_in_flow
+
         result = run_in_flow(preset, overrides, name)
     table()
     from flows.results import reference_verdict

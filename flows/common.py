@@ -20,6 +20,7 @@ from typing import Any, Iterator
 
 import yaml
 
+from seed_core import timing
 from seed_core.algorithms import ALGORITHMS
 from seed_core.config import ConfigError, SeedConfig, project_root
 from seed_core.loader import load_config
@@ -122,6 +123,7 @@ def dvc_lock_md5s(inputs: list[Path], root: Path | None = None) -> dict[str, str
 
 def parse_args(stage: str, *options: str) -> argparse.Namespace:
     """``--params`` (+ the given ``--option``s); a malformed config stops here, before any work."""
+    timing.mark("imports_done")  # called from a stage module's ``__main__``: its imports are done
     parser = argparse.ArgumentParser(prog=f"python -m flows.{stage}")
     parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="params.yaml or a preset")
     choices = {"method": METHODS.names(), "algorithm": ALGORITHMS.names()}
@@ -142,6 +144,7 @@ def stage_run(cfg: SeedConfig, name: str, prefix: str, inputs: list[Path],
     its DVC-tracked inputs as MLflow dataset inputs, with system metrics while it runs."""
     from prefect.runtime import flow_run
 
+    timing.mark("flow_body")
     md5s = dvc_lock_md5s(inputs)
     tags: dict[str, Any] = {"stage": name, "prefect.flow_run_id": flow_run.id or "",
                             **{v.lower(): os.environ[v] for v in DVC_CONTEXT_VARS if os.environ.get(v)},
@@ -150,9 +153,12 @@ def stage_run(cfg: SeedConfig, name: str, prefix: str, inputs: list[Path],
     if pipeline_run:
         tags["prefect.pipeline_flow_run_id"] = pipeline_run
     parent = parent_run_id or os.environ.get(PARENT_RUN_VAR)
-    with open_run(cfg, name, parent_run_id=parent, prefix=prefix, tags=tags, system_metrics=True) as tracker:
+    with timing.span("mlflow"), open_run(cfg, name, parent_run_id=parent, prefix=prefix, tags=tags,
+                                         system_metrics=True) as tracker:
         tracker.log_data_inputs(md5s)
-        yield tracker
+        with timing.span("flow_body"):  # exclusive: the "mlflow" span is opening and closing the run
+            yield tracker
+    timing.mark("stage_run_end")
 
 
 def join_pipeline_run() -> str | None:
@@ -163,7 +169,8 @@ def join_pipeline_run() -> str | None:
     pipeline_run = os.environ.get(PIPELINE_FLOW_RUN_VAR)
     if not (pipeline_run and flow_run.id):
         return None
-    add_flow_run_tags(flow_run.id, [pipeline_tag(pipeline_run)])
+    with timing.span("prefect"):
+        add_flow_run_tags(flow_run.id, [pipeline_tag(pipeline_run)])
     return pipeline_run
 
 

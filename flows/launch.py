@@ -24,6 +24,7 @@ from prefect.runtime import flow_run
 from flows.common import PARENT_RUN_VAR, PIPELINE_FLOW_RUN_VAR, add_flow_run_tags, eval_methods, pipeline_tag
 from flows.results import log_results, publish_prefect, publish_stage_runs
 from flows.services import prefect_api
+from seed_core import timing
 from seed_core.config import project_root
 from seed_core.loader import load_config
 from seed_core.tracking import open_run, tracking_uri
@@ -109,7 +110,9 @@ def run_pipeline(preset: Path | None = None, overrides: dict[str, Any] | None = 
             if flow_run.id:
                 env[PIPELINE_FLOW_RUN_VAR] = flow_run.id
             try:
+                timing.mark("dvc_start")
                 subprocess.run(cmd, cwd=root, env=env, check=True)
+                timing.mark("dvc_end")
             finally:
                 if flow_run.id:  # also after a failed stage: the link to its logs matters most then
                     publish_stage_runs(pipeline_tag(flow_run.id))

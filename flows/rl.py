@@ -15,6 +15,7 @@ from prefect import flow, get_run_logger
 from flows.common import (finish, model_name, model_tags, parse_args, progress_line, reset_stale_rounds, resume_key,
                           stage_paths, stage_run)
 from seed_core.algorithms import effective_config
+from seed_core import timing
 from seed_core.loader import load_config
 from seed_core.tracking import open_run
 from tasks.launch import is_launched
@@ -46,8 +47,9 @@ def rl_flow(params_path: Path = Path("params.yaml"), algorithm: str = "seed",
                                   progress_line("round", i + 1, cfg.rl.rounds, time.monotonic() - start, durations))
         metrics = rl_finalize(cfg, out)
         if cfg.tracking.register_models:
-            tracker.register_checkpoint(out / "checkpoint", model_name(cfg, algorithm), model_tags(cfg, algorithm),
-                                        cfg.tracking.model_flavor)
+            with timing.span("mlflow"):
+                tracker.register_checkpoint(out / "checkpoint", model_name(cfg, algorithm), model_tags(cfg, algorithm),
+                                            cfg.tracking.model_flavor)
         return finish(tracker, out, metrics)
 
 

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Iterator
 
+from seed_core import timing
 from seed_core.config import endpoint_env, project_root
 from seed_core.tracking import artifact_location, tracking_uri
 
@@ -164,12 +165,21 @@ def prefect_home() -> Path:
 def use_project_prefect() -> str:
     """For a process about to import Prefect without ``$PREFECT_API_URL``: report to ``seed ui``'s server
     when it is up, else to a temporary server on the project's database (``prefect_home``). Returns
-    the API URL or the database directory used."""
+    the API URL or the database directory used.
+
+    Under ``dvc repro`` / ``dvc exp run`` the stages of one DVC process share that temporary server
+    (``repro_prefect_api``): Prefect 3 would otherwise start a server per stage process (~8 s each on 2 cores).
+    """
     url = ui_url("prefect")
     if url:
         os.environ["PREFECT_API_URL"] = f"{url}/api"
         return os.environ["PREFECT_API_URL"]
     os.environ["PREFECT_HOME"] = str(prefect_home())
+    dvc_pid = dvc_ancestor()
+    api = repro_prefect_api(dvc_pid) if dvc_pid else None
+    if api:  # one server for all stages of this `dvc repro`, not one per stage process
+        os.environ["PREFECT_API_URL"] = api
+        return api
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
     return os.environ["PREFECT_HOME"]
 
@@ -202,6 +212,7 @@ def prefect_api() -> Iterator[str]:
         port = sock.getsockname()[1]
     command, health, base = server_commands(port, 0)["prefect"]
     proc = start("prefect-run", command, health)
+    timing.mark("prefect_server_up")
     try:
         yield f"{base}/api"
     finally:
@@ -218,3 +229,67 @@ def flush_prefect_workers(timeout_s: float = 15.0) -> None:
 
     for worker in (APILogWorker, EventsWorker):
         worker.drain_all(timeout=timeout_s)
+
+
+REPRO_SERVER = "prefect-repro"
+"""Name (``.tmp/ui/prefect-repro-<dvc pid>.{url,pid,log}``) of the temporary Prefect server shared by the
+stage processes of one DVC process."""
+
+
+def dvc_ancestor(max_depth: int = 4) -> int | None:
+    """PID of the ``dvc`` process (``dvc repro``, ``dvc exp run``, a queue worker) this process runs under
+    (DVC starts a stage as ``sh -c <cmd>``), None if there is none within ``max_depth`` parents."""
+    import psutil
+
+    proc: psutil.Process | None = psutil.Process()
+    for _ in range(max_depth):
+        proc = proc.parent() if proc else None
+        if proc is None:
+            return None
+        with contextlib.suppress(psutil.Error):
+            cmdline = proc.cmdline()
+            if any(Path(part).name == "dvc" for part in cmdline[:2]) or cmdline[1:3] == ["-m", "dvc"]:
+                return proc.pid
+    return None
+
+
+def repro_prefect_api(dvc_pid: int) -> str | None:
+    """The API of the temporary Prefect server (on the project's database) shared by the stages of DVC
+    process ``dvc_pid``: the first stage starts it, the next ones find it healthy, and a detached watcher
+    (``python -m flows.services --stop-when-gone``) stops it when that DVC process has exited. None if
+    it cannot start (the stage then falls back to Prefect's own per-process temporary server)."""
+    name = f"{REPRO_SERVER}-{dvc_pid}"
+    url_file = ui_dir() / f"{name}.url"
+    if url_file.is_file() and healthy(f"{url_file.read_text().strip()}/api/health"):
+        return f"{url_file.read_text().strip()}/api"
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    command, health, base = server_commands(port, 0)["prefect"]
+    try:
+        start(name, command, health)
+    except RuntimeError:
+        return None
+    url_file.write_text(base)
+    env = {k: v for k, v in os.environ.items() if k not in ("DVC_STAGE", "PREFECT_API_URL")}
+    subprocess.Popen([sys.executable, "-m", "flows.services", "--stop-when-gone", str(dvc_pid), name],
+                     cwd=project_root(), env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return f"{base}/api"
+
+
+def stop_when_gone(pid: int, name: str, poll_s: float = 1.0) -> None:
+    """Wait until process ``pid`` has exited, then stop server ``name`` and forget its URL and log."""
+    import psutil
+
+    with contextlib.suppress(psutil.NoSuchProcess):
+        proc = psutil.Process(pid)
+        while proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+            time.sleep(poll_s)
+    stop(name)
+    for suffix in ("url", "log"):
+        (ui_dir() / f"{name}.{suffix}").unlink(missing_ok=True)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--stop-when-gone"]:
+    stop_when_gone(int(sys.argv[2]), sys.argv[3])

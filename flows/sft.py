@@ -7,6 +7,7 @@ from pathlib import Path
 from prefect import flow
 
 from flows.common import finish, model_name, model_tags, parse_args, stage_paths, stage_run
+from seed_core import timing
 from seed_core.loader import load_config
 from tasks.sft import sft
 
@@ -19,8 +20,9 @@ def sft_flow(params_path: Path = Path("params.yaml"), parent_run_id: str | None 
     with stage_run(cfg, "sft", "sft", inputs, parent_run_id) as tracker:
         metrics = sft(cfg, paths.base_model, paths.annotate, paths.collect, paths.sft, tracker)
         if cfg.tracking.register_models:
-            tracker.register_checkpoint(paths.sft / "checkpoint", model_name(cfg, "sft"), model_tags(cfg, "sft"),
-                                        cfg.tracking.model_flavor)
+            with timing.span("mlflow"):
+                tracker.register_checkpoint(paths.sft / "checkpoint", model_name(cfg, "sft"), model_tags(cfg, "sft"),
+                                            cfg.tracking.model_flavor)
         return finish(tracker, paths.sft, metrics)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from seed_core import timing
 from seed_core.config import SeedConfig
 from seed_core.tracking import Tracker
 
@@ -27,6 +28,8 @@ def worth_retrying(task: Any, task_run: Any, state: Any) -> bool:
       retry_condition_fn=worth_retrying)
 def annotate(cfg: SeedConfig, collect_dir: Path, out_dir: Path, tracker: Tracker) -> dict[str, float]:
     """Trajectories -> ``out_dir/annotations.parquet`` and the SFT examples ``out_dir/sft_examples.jsonl``."""
-    from seed_core.stages.annotate import run_annotate
+    with timing.span("imports"):  # the stage module (torch, transformers) on first use
+        from seed_core.stages.annotate import run_annotate
 
-    return run_annotate(cfg, collect_dir, out_dir, tracker=tracker)
+    with timing.span("engine"):
+        return run_annotate(cfg, collect_dir, out_dir, tracker=tracker)

@@ -7,6 +7,7 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from seed_core import timing
 from seed_core.config import SeedConfig
 from seed_core.tracking import Tracker
 
@@ -14,6 +15,8 @@ from seed_core.tracking import Tracker
 @task(name="collect", cache_policy=NO_CACHE)
 def collect(cfg: SeedConfig, model_dir: Path, out_dir: Path, tracker: Tracker) -> dict[str, float]:
     """Roll out ``collect.num_tasks`` x ``collect.group_size`` episodes -> ``out_dir/trajectories.parquet``."""
-    from seed_core.stages.collect import run_collect
+    with timing.span("imports"):  # the stage module (torch, transformers) on first use
+        from seed_core.stages.collect import run_collect
 
-    return run_collect(cfg, model_dir, out_dir, tracker=tracker)
+    with timing.span("engine"):
+        return run_collect(cfg, model_dir, out_dir, tracker=tracker)

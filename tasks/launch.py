@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from seed_core import timing
 from seed_core.config import SeedConfig, dump_resolved, project_root
 
 
@@ -41,6 +42,7 @@ def run_launched(cfg: SeedConfig, module: str, work_dir: Path, args: list[str]) 
     config_file = work_dir / f"launch_config.{module.rsplit('.', 1)[-1]}.json"
     dump_resolved(cfg, config_file)
     cmd = accelerate_command(cfg, module, config_file, args)
-    done = subprocess.run(cmd, cwd=project_root())
+    with timing.span("engine"):  # the launched processes run the engine (their start-up included)
+        done = subprocess.run(cmd, cwd=project_root())
     if done.returncode != 0:
         raise RuntimeError(f"accelerate launch failed (exit {done.returncode}): {' '.join(cmd)}")

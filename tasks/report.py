@@ -7,6 +7,7 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from seed_core import timing
 from seed_core.config import SeedConfig
 from seed_core.tracking import Tracker
 
@@ -16,6 +17,8 @@ def report(eval_dirs: dict[str, Path], rl_dirs: dict[str, Path], out_dir: Path, 
            tracker: Tracker | None = None) -> dict[str, float]:
     """Evaluation episodes + RL curves -> ``out_dir/table.{md,csv}`` and ``out_dir/curve_*.png`` (and the
     table and curves to ``tracker``: MLflow ``log_table`` / ``log_figure``)."""
-    from seed_core.stages.report import run_report
+    with timing.span("imports"):  # the stage module (torch, transformers) on first use
+        from seed_core.stages.report import run_report
 
-    return run_report(eval_dirs, rl_dirs, out_dir, cfg, tracker)
+    with timing.span("engine"):
+        return run_report(eval_dirs, rl_dirs, out_dir, cfg, tracker)

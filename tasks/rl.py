@@ -8,6 +8,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from seed_core import timing
 from seed_core.config import SeedConfig
 from seed_core.tracking import Tracker
 
@@ -24,14 +25,16 @@ def rl_round(cfg: SeedConfig, round_idx: int, init_checkpoint: Path, out_dir: Pa
     The frozen analyzer of ``seed_static``-like algorithms is ``rl.analyzer_checkpoint``, by default
     ``init_checkpoint`` (the Stage-1 SFT checkpoint, a declared DVC dependency of the stage).
     """
-    from seed_core.io import read_metrics
-    from seed_core.stages.rl import RoundCarry, round_dir, run_rl_round
+    with timing.span("imports"):  # the stage module (torch, transformers) on first use
+        from seed_core.io import read_metrics
+        from seed_core.stages.rl import RoundCarry, round_dir, run_rl_round
     from tasks.launch import is_launched, run_launched
 
     if not is_launched(cfg):
         carry = _CARRIES.setdefault(f"{Path(out_dir).resolve()}|{fingerprint}", RoundCarry())
-        return run_rl_round(cfg, round_idx, init_checkpoint, out_dir, tracker=tracker, fingerprint=fingerprint,
-                            carry=carry)
+        with timing.span("engine"):
+            return run_rl_round(cfg, round_idx, init_checkpoint, out_dir, tracker=tracker, fingerprint=fingerprint,
+                                carry=carry)
     done = round_dir(out_dir, round_idx)
     if not (done / "DONE").is_file():  # normally `rl_launch` ran every round already
         run_launched(cfg, "seed_core.stages.rl", out_dir, ["--init", str(init_checkpoint), "--out", str(out_dir),
@@ -53,8 +56,10 @@ def rl_launch(cfg: SeedConfig, init_checkpoint: Path, out_dir: Path) -> None:
 @task(name="rl_finalize", cache_policy=NO_CACHE)
 def rl_finalize(cfg: SeedConfig, out_dir: Path) -> dict[str, float]:
     """The last round's policy -> ``out_dir/checkpoint``; per-round metrics -> ``out_dir/curve.csv``."""
-    from seed_core.stages.rl import finalize_rl
+    with timing.span("imports"):  # the stage module (torch, transformers) on first use
+        from seed_core.stages.rl import finalize_rl
 
     for key in [k for k in _CARRIES if k.startswith(f"{Path(out_dir).resolve()}|")]:
         del _CARRIES[key]  # frees the model and optimizer held between rounds
-    return finalize_rl(cfg, out_dir)
+    with timing.span("engine"):
+        return finalize_rl(cfg, out_dir)

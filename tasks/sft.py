@@ -7,6 +7,7 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from seed_core import timing
 from seed_core.config import SeedConfig
 from seed_core.tracking import Tracker
 
@@ -16,12 +17,14 @@ def sft(cfg: SeedConfig, model_dir: Path, annotate_dir: Path, collect_dir: Path,
         tracker: Tracker) -> dict[str, float]:
     """Fine-tune ``model_dir`` on the annotated examples (+ the expert demonstrations of ``collect_dir``
     when ``sft.include_expert``) -> ``out_dir/checkpoint`` and ``out_dir/loss.csv``."""
-    from seed_core.stages.sft import run_sft
-    from seed_core.io import read_metrics
+    with timing.span("imports"):  # the stage module (torch, transformers) on first use
+        from seed_core.stages.sft import run_sft
+        from seed_core.io import read_metrics
     from tasks.launch import is_launched, run_launched
 
     if not is_launched(cfg):
-        return run_sft(cfg, model_dir, annotate_dir, out_dir, tracker=tracker, collect_dir=collect_dir)
+        with timing.span("engine"):
+            return run_sft(cfg, model_dir, annotate_dir, out_dir, tracker=tracker, collect_dir=collect_dir)
     run_launched(cfg, "seed_core.stages.sft", out_dir, ["--model", str(model_dir), "--annotate", str(annotate_dir),
                                                   "--collect", str(collect_dir), "--out", str(out_dir)])
     metrics = read_metrics(out_dir / "metrics.json")

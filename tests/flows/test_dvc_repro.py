@@ -89,3 +89,31 @@ def test_stage_processes_attach_to_the_parent_run(project, first_run, mlflow_uri
     assert sft.data.tags["dvc_stage"] == "sft"
     assert sft.data.tags["dvc.dep.data/models/base"].endswith(".dir")  # input hash from dvc.lock
     assert "seed/eval/success_rate" in parent.data.metrics
+
+
+def test_a_no_op_seed_run_starts_nothing_and_prints_the_table(project, first_run, mlflow_uri: str) -> None:
+    """Nothing stale: `seed run` checks `dvc status` first and exits before any Prefect server or MLflow run
+    (its wall time is measured by benchmarks/pipeline_overhead.py, `noop_s`)."""
+    import mlflow
+
+    root, env = project
+    again = _run([sys.executable, "-m", "flows.cli", "run"], root, env)
+    assert "every stage is up to date" in again.stdout and "| seed_static |" in again.stdout
+    assert "Running stage" not in again.stdout + again.stderr
+    client = mlflow.MlflowClient(mlflow_uri)
+    runs = client.search_runs([client.get_experiment_by_name("dvc-repro-test").experiment_id], max_results=1000)
+    assert [r.info.run_name for r in runs].count("pipeline") == 1  # the first run's only
+    params = (root / "params.yaml").read_text()
+    assert "opd_coef: 0.01" in params
+    (root / "params.yaml").write_text(params.replace("opd_coef: 0.01", "opd_coef: 0.02"))
+    try:
+        assert not cli_up_to_date(root)  # a changed param: the full run goes ahead (not run here: minutes)
+    finally:
+        (root / "params.yaml").write_text(params)
+    assert cli_up_to_date(root)
+
+
+def cli_up_to_date(root: Path) -> bool:
+    return subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from flows.cli import "
+                           "up_to_date; sys.exit(0 if up_to_date(Path(sys.argv[1])) else 1)", str(root)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300).returncode == 0

@@ -191,3 +191,43 @@ def test_seed_ui_prefect_on_another_port_serves_a_ui_that_calls_its_own_api(ui_d
             assert json.load(response)["api_url"] == f"http://127.0.0.1:{port}/api"
     finally:
         services.stop("prefect")
+
+
+STAGE = """
+import os, sys
+import flows  # under DVC: points Prefect at a server before Prefect is imported
+from prefect import flow
+from prefect.runtime import flow_run
+
+@flow
+def stage():
+    return flow_run.id
+
+run_id = stage()
+open(sys.argv[1], "w").write(os.environ.get("PREFECT_API_URL", "none") + " " + str(run_id))
+"""
+
+
+def test_the_stages_of_one_dvc_repro_share_one_temporary_prefect_server(tmp_path: Path) -> None:
+    """A plain `dvc repro` without a Prefect server: the first stage starts one temporary server on the
+    project's database, the next stage reuses it, and it stops once DVC has exited."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "stage.py").write_text(STAGE)
+    (root / "dvc.yaml").write_text("stages:\n"
+                                   "  one: {cmd: python stage.py one.txt, deps: [stage.py], outs: [one.txt]}\n"
+                                   "  two: {cmd: python stage.py two.txt, deps: [one.txt], outs: [two.txt]}\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "DVC_STAGE")}
+    env |= {"PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(project_root()), "DVC_NO_ANALYTICS": "1",
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}",
+            "DVC_SITE_CACHE_DIR": str(tmp_path / "site-cache")}
+    for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "repro"]):
+        done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    (api_one, run_one), (api_two, run_two) = ((root / f).read_text().split() for f in ("one.txt", "two.txt"))
+    assert api_one == api_two != "none" and run_one != run_two  # one server, two flow runs
+    ui = project_root() / ".tmp" / "ui"
+    deadline = time.monotonic() + 90
+    while services.healthy(f"{api_one}/health") or list(ui.glob(f"{services.REPRO_SERVER}-*.url")):
+        assert time.monotonic() < deadline, f"the shared server {api_one} outlived dvc repro"
+        time.sleep(0.5)  # the watcher stops it once `dvc repro` has exited, then forgets its URL

@@ -188,3 +188,38 @@ def test_a_registered_checkpoint_loads_with_the_transformers_flavor(store: str, 
     assert (local / "MLmodel").is_file() and (local / "model" / "config.json").is_file()
     with pytest.raises(ValueError, match="model flavor 'onnx'"), open_run(cfg, "x", log_config=False) as other:
         other.register_checkpoint(tiny_model_dir, "seed-flavor-test", flavor="onnx")
+
+
+def test_a_registered_checkpoint_shares_its_bytes_with_the_run_artifacts(store: str, tmp_path: Path) -> None:
+    """No copy: the artifact files are hard links to the checkpoint's files, and they keep the registered
+    content when the workspace output is replaced (DVC unlinks outputs and writes new files)."""
+    import mlflow
+
+    cfg = with_overrides(SeedConfig(), {"tracking.experiment": "unit-linked"})
+    ckpt = tmp_path / "ckpt"
+    (ckpt / "sub").mkdir(parents=True)
+    (ckpt / "model.safetensors").write_bytes(b"weights-v1")
+    (ckpt / "sub" / "tokenizer.json").write_text("{}")
+    with open_run(cfg, "sft") as run:
+        version = run.register_checkpoint(ckpt, "seed-linked", flavor="files")
+    artifacts = Path(mlflow.artifacts.download_artifacts(f"runs:/{run.run_id}/checkpoint", tracking_uri=store))
+    stored = Path(mlflow.MlflowClient(store).get_run(run.run_id).info.artifact_uri.removeprefix("file://"))
+    linked = stored / "checkpoint" / "model.safetensors"
+    assert linked.stat().st_ino == (ckpt / "model.safetensors").stat().st_ino  # the same bytes, not a copy
+    assert (stored / "checkpoint" / "sub" / "tokenizer.json").is_file() and (artifacts / "sub").is_dir()
+    (ckpt / "model.safetensors").unlink()  # a rerun of the stage replaces the output
+    (ckpt / "model.safetensors").write_bytes(b"weights-v2")
+    got = mlflow.artifacts.download_artifacts(f"models:/seed-linked/{version}", dst_path=str(tmp_path / "dl"),
+                                              tracking_uri=store)
+    assert (Path(got) / "model.safetensors").read_bytes() == b"weights-v1"
+
+
+def test_linking_falls_back_to_a_copy_off_a_local_store(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "a.bin").write_bytes(b"x")
+    assert not tracking.link_artifacts(ckpt, "s3://bucket/run/artifacts", "checkpoint")
+    (tmp_path / "store").write_text("a file where the artifact directory should go")
+    assert not tracking.link_artifacts(ckpt, (tmp_path / "store").as_uri(), "checkpoint")  # the link fails
+    assert tracking.link_artifacts(ckpt, (tmp_path / "ok").as_uri(), "checkpoint")
+    assert (tmp_path / "ok" / "checkpoint" / "a.bin").stat().st_nlink == 2
