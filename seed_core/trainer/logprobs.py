@@ -138,7 +138,7 @@ def selective_log_softmax(hidden: torch.Tensor, weight: torch.Tensor, bias: torc
 
 
 def _logits_log_softmax(logits: torch.Tensor, targets: torch.Tensor, *, with_entropy: bool,
-                        chunk: int = LOGPROB_CHUNK_TOKENS) -> tuple[torch.Tensor, torch.Tensor | None]:
+                        chunk: int) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The same for given (N, V) logits: ``z[y] - logsumexp(z)`` per chunk of rows, without a log_softmax copy."""
     logps, entropies = [], []
     for s in range(0, logits.shape[0], chunk):
@@ -158,7 +158,7 @@ class SelectiveHead(torch.nn.Module):
     the model's forward, so DDP/FSDP wrappers see the head's weights used as usual."""
 
     def __init__(self, head: torch.nn.Linear, targets: torch.Tensor, mask: torch.Tensor, with_entropy: bool,
-                 chunk: int = LOGPROB_CHUNK_TOKENS) -> None:
+                 chunk: int) -> None:
         super().__init__()
         self.head = head
         self.targets, self.mask, self.with_entropy, self.chunk = targets, mask.bool(), with_entropy, chunk
@@ -225,13 +225,14 @@ def response_logprobs(
                   position_ids=batch.position_ids.to(device), logits_to_keep=T + 1, use_cache=False)
     head = _plain_head(model)
     if head is not None:
-        with _swapped_head(model, SelectiveHead(head, targets, mask, with_entropy)):
+        with _swapped_head(model, SelectiveHead(head, targets, mask, with_entropy, LOGPROB_CHUNK_TOKENS)):
             both = model(**inputs).logits  # (B, T, 2)
         logprobs, entropy = both[..., 0], both[..., 1] if with_entropy else None
     else:
         logits = model(**inputs).logits[:, :-1, :]  # (B, T, V): row j predicts response token j
         sel = mask.bool()
-        lp, ent = _logits_log_softmax(logits[sel], targets[sel], with_entropy=with_entropy)
+        lp, ent = _logits_log_softmax(logits[sel], targets[sel], with_entropy=with_entropy,
+                                      chunk=LOGPROB_CHUNK_TOKENS)
         logprobs = lp.new_zeros(sel.shape).masked_scatter(sel, lp)
         entropy = ent.new_zeros(sel.shape).masked_scatter(sel, ent) if ent is not None else None
     return logprobs, entropy
@@ -244,14 +245,24 @@ def score_in_chunks(
     response_ids: Sequence[Sequence[int]],
     pad_id: int,
     micro_batch_size: int,
+    max_tokens: int = 0,
 ) -> list[torch.Tensor]:
-    """Log-probs of each response (a 1-D tensor per sample, its own length), in length-sorted micro-batches."""
+    """Log-probs of each response (a 1-D tensor per sample, its own length), in length-sorted micro-batches
+    of at most ``micro_batch_size`` samples and, when ``max_tokens > 0``, at most ``max_tokens`` tokens
+    counted as rows x the longest row's prompt + response (a single longer row gets a micro-batch of its own)."""
     was_training = model.training
     model.eval()
-    order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]) + len(response_ids[i]))
+    lengths = [len(p) + len(r) for p, r in zip(prompt_ids, response_ids)]
+    order = sorted(range(len(prompt_ids)), key=lambda i: lengths[i])
     result: list[torch.Tensor | None] = [None] * len(order)
-    for start in range(0, len(order), micro_batch_size):
-        idx = order[start:start + micro_batch_size]
+    chunks: list[list[int]] = []
+    for i in order:  # ascending lengths: the newest row is the longest, so the padded size is rows x its length
+        full = chunks and (len(chunks[-1]) >= micro_batch_size
+                           or (max_tokens > 0 and (len(chunks[-1]) + 1) * lengths[i] > max_tokens))
+        if not chunks or full:
+            chunks.append([])
+        chunks[-1].append(i)
+    for idx in chunks:
         batch = pack_sequences([prompt_ids[i] for i in idx], [response_ids[i] for i in idx], pad_id)
         logprobs, _ = response_logprobs(model, batch)
         for row, i in enumerate(idx):
