@@ -165,20 +165,32 @@ def run_trl(w: dict[str, Any]) -> dict[str, Any]:
 WORKERS = {"seed": run_seed, "trl": run_trl}
 
 
-def _spawn(python: str, impl: str, w: dict[str, Any], tmp: Path, rep: int) -> dict[str, Any]:
-    """Run one worker process; wall, CPU time and peak RSS of that process only (``os.wait4``)."""
+def _start(python: str, impl: str, w: dict[str, Any], tmp: Path, rep: int) -> tuple[subprocess.Popen, Path, float]:
     out = tmp / f"{impl}-{rep}.json"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
     cmd = [python, str(Path(__file__).resolve()), "--worker", impl, "--workload", json.dumps(w), "--result", str(out)]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, cwd=ROOT)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{impl} worker (repetition {rep}) failed with status {status}: {' '.join(cmd)}")
-    result = json.loads(out.read_text())
-    result.update(process_wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime, peak_rss_mb=usage.ru_maxrss / 1024)
-    return result
+    proc = subprocess.Popen(cmd, env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT)
+    return proc, out, time.perf_counter()
+
+
+def _run_together(started: dict[str, tuple[subprocess.Popen, Path, float]]) -> dict[str, dict[str, Any]]:
+    """Wait for the worker processes; wall, CPU time and peak RSS of each process alone (``os.wait4``)."""
+    by_pid = {proc.pid: impl for impl, (proc, _, _) in started.items()}
+    results: dict[str, dict[str, Any]] = {}
+    while by_pid:
+        pid, status, usage = os.wait4(-1, 0)
+        if pid not in by_pid:
+            continue
+        impl = by_pid.pop(pid)
+        proc, out, t0 = started[impl]
+        wall = time.perf_counter() - t0
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError(f"{impl} worker failed with status {status}: {' '.join(map(str, proc.args))}")
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        result = json.loads(out.read_text())
+        result.update(process_wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime,
+                      peak_rss_mb=usage.ru_maxrss / 1024)
+        results[impl] = result
+    return results
 
 
 def _stats(values: list[float]) -> dict[str, float]:
@@ -201,6 +213,8 @@ def main() -> None:
     parser.add_argument("--trl-args", default="{}", help="JSON overrides of TRL's GRPOConfig")
     parser.add_argument("--only", choices=sorted(WORKERS), default=None, help="run one side only")
     parser.add_argument("--trl-python", default=sys.executable)
+    parser.add_argument("--concurrent", action="store_true",
+                        help="run a repetition's seed and TRL workers at the same time (a shared, loaded machine)")
     parser.add_argument("--out", default=None)
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--workload", help=argparse.SUPPRESS)
@@ -221,13 +235,6 @@ def main() -> None:
          "trl_args": json.loads(args.trl_args), "scratch": str(tmp)}
     impls = [args.only] if args.only else ["seed", "trl"]
     runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in impls}
-    for rep in range(args.repeats):
-        for impl in (impls if rep % 2 == 0 else impls[::-1]):  # interleaved, alternating which goes first
-            python = args.trl_python if impl == "trl" else sys.executable
-            runs[impl].append(_spawn(python, impl, w, tmp, rep))
-            r = runs[impl][-1]
-            print(f"{impl} rep {rep}: iteration {r['iteration_s']:.1f}s, process {r['process_wall_s']:.1f}s, "
-                  f"peak {r['peak_rss_mb']:.0f} MB", file=sys.stderr, flush=True)
 
     def summary(impl: str) -> dict[str, Any]:
         rs = runs[impl]
@@ -240,18 +247,29 @@ def main() -> None:
             "runs": rs,
         }
 
-    result: dict[str, Any] = {"workload": {k: v for k, v in w.items() if k != "scratch"}, "repeats": args.repeats}
-    result.update({impl: summary(impl) for impl in impls})
-    if len(impls) == 2:
-        med = {impl: result[impl] for impl in impls}
-        result["wall_ratio"] = med["seed"]["iteration_wall_s"]["median"] / med["trl"]["iteration_wall_s"]["median"]
-        result["memory_ratio"] = med["seed"]["peak_rss_mb"]["median"] / med["trl"]["peak_rss_mb"]["median"]
-        result["process_wall_ratio"] = med["seed"]["process_wall_s"]["median"] / med["trl"]["process_wall_s"]["median"]
-        result["cpu_ratio"] = med["seed"]["cpu_s"]["median"] / med["trl"]["cpu_s"]["median"]
-    text = json.dumps(result, indent=2)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    print(text)
+    result: dict[str, Any] = {}
+    for rep in range(args.repeats):
+        order = impls if rep % 2 == 0 else impls[::-1]  # alternate which one goes (or starts) first
+        batches = [order] if args.concurrent else [[impl] for impl in order]
+        for batch in batches:
+            started = {impl: _start(args.trl_python if impl == "trl" else sys.executable, impl, w, tmp, rep)
+                       for impl in batch}
+            for impl, r in _run_together(started).items():
+                runs[impl].append(r)
+                print(f"{impl} rep {rep}: iteration {r['iteration_s']:.1f}s, process {r['process_wall_s']:.1f}s, "
+                      f"cpu {r['cpu_s']:.1f}s, peak {r['peak_rss_mb']:.0f} MB", file=sys.stderr, flush=True)
+        result = {"workload": {k: v for k, v in w.items() if k != "scratch"}, "repeats": rep + 1,
+                  "schedule": "seed and TRL workers of a repetition run at the same time (same machine load)"
+                  if args.concurrent else "one worker at a time, seed and TRL interleaved"}
+        result.update({impl: summary(impl) for impl in impls})
+        if len(impls) == 2:
+            med = {impl: result[impl] for impl in impls}
+            for key, name in (("iteration_wall_s", "wall_ratio"), ("peak_rss_mb", "memory_ratio"),
+                              ("process_wall_s", "process_wall_ratio"), ("cpu_s", "cpu_ratio")):
+                result[name] = med["seed"][key]["median"] / med["trl"][key]["median"]
+        if args.out:  # after every repetition, so an interrupted run keeps what it measured
+            Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":
