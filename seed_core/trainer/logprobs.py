@@ -5,13 +5,13 @@ one (B, P + T) batch, so response position ``j`` of every row sits at column ``P
 by the logits at ``P + j - 1``. Only the last ``T + 1`` positions reach the vocabulary projection
 (``logits_to_keep``), which keeps it off the (long) prompts.
 
-Memory: the (B, T, V) logits are never materialised. For models whose head is a plain linear layer
-applied as ``lm_head(hidden)`` (``PLAIN_HEAD_MODEL_TYPES``) the head is swapped, for the one forward
-call, for ``SelectiveHead``: it projects ``LOGPROB_CHUNK_TOKENS`` response positions at a time and keeps
-only ``log p(y)`` (and the entropy), recomputing a chunk's logits in the backward pass
-(``selective_log_softmax``). Other models get their (B, T, V) logits from the model and the same
-selective log-softmax over them (no full log_softmax tensor). Both equal ``log_softmax(logits)[y]``
-up to float rounding (tests/unit/trainer/test_selective_logprobs.py).
+Memory: for models whose head is a plain linear layer applied as ``lm_head(hidden)``
+(``PLAIN_HEAD_MODEL_TYPES``) the (B, T, V) logits are never materialised: the head is swapped, for the
+one forward call, for ``SelectiveHead``, which projects ``LOGPROB_CHUNK_TOKENS`` response positions at a
+time and keeps only ``log p(y)`` (and the entropy), recomputing a chunk's logits in the backward pass
+(``selective_log_softmax``). Other models return their (B, T, V) logits and get the same selective
+log-softmax over them (no full log_softmax copy). Both equal ``log_softmax(logits)[y]`` up to float
+rounding (tests/unit/trainer/test_selective_logprobs.py).
 
 The teacher pass re-scores *exactly the sampled response ids* under a different (skill-augmented)
 prompt: callers pass the same ``response_ids`` with other ``prompt_ids``.
