@@ -31,6 +31,23 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 PENALTY = 0.1
+DIFFERENCES = [
+    "same: model and weights (fp32, CPU, 2 torch threads), prompt texts and chat template, group size, "
+    "max new tokens, temperature 1 / top_p 1 / top_k off, reward function, GRPO group mean/std advantages, "
+    "token-mean clipped surrogate (TRL loss_type dapo), k3 KL weight beta, lr, grad clip 1, one optimizer step",
+    "completions differ: each trainer samples with its own RNG stream, so lengths and rewards differ per run",
+    "scoring: both skip the old-logprob pass (on-policy, one step) and run one no-grad reference pass",
+    "memory tactics: TRL defaults to gradient checkpointing and its fused chunked LM head; seed runs without "
+    "gradient checkpointing (its default), with its selective LM head and 1024-token micro-batches",
+    "optimizer: TRL adamw_torch_fused with a constant schedule; seed torch.optim.AdamW; weight decay 0 both",
+    "advantage eps: TRL std + 1e-4, seed std + 1e-6; seed's PPO loss also has the dual clip c = 3 (inactive "
+    "at ratio 1)",
+    "iteration wall: TRL = trainer.train() (includes Trainer's loop setup: dataloader, optimizer, callbacks); "
+    "seed = generate + reward + rl_update (model and optimizer built before); process wall includes imports "
+    "and model loading for both",
+    "TRL runs from an interpreter that adds trl + datasets to the same site-packages (same torch, "
+    "transformers and accelerate versions)",
+]
 
 
 def _max_rss_mb() -> float:
@@ -258,7 +275,8 @@ def main() -> None:
                 runs[impl].append(r)
                 print(f"{impl} rep {rep}: iteration {r['iteration_s']:.1f}s, process {r['process_wall_s']:.1f}s, "
                       f"cpu {r['cpu_s']:.1f}s, peak {r['peak_rss_mb']:.0f} MB", file=sys.stderr, flush=True)
-        result = {"workload": {k: v for k, v in w.items() if k != "scratch"}, "repeats": rep + 1,
+        result = {"workload": {k: v for k, v in w.items() if k != "scratch"}, "differences": DIFFERENCES,
+                  "repeats": rep + 1,
                   "schedule": "seed and TRL workers of a repetition run at the same time (same machine load)"
                   if args.concurrent else "one worker at a time, seed and TRL interleaved"}
         result.update({impl: summary(impl) for impl in impls})
