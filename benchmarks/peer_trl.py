@@ -1,7 +1,8 @@
 """Peer benchmark: one GRPO iteration with seed and with TRL's ``GRPOTrainer`` on the same work.
 
     python benchmarks/peer_trl.py [--model models/smollm2-135m-instruct] [--prompts 1] [--group 8]
-        [--max-new-tokens 48] [--repeats 3] [--trl-python PYTHON] [--out benchmarks/results/peer_trl.json]
+        [--max-new-tokens 48] [--repeats 3] [--concurrent] [--trl-python PYTHON] [--out FILE.json]
+    python benchmarks/peer_trl.py --combine A.json B.json --out FILE.json   # runs of separate invocations
 
 The work: ``--prompts`` Sokoban first-step prompts (train split, seeded), ``--group`` completions each,
 at most ``--max-new-tokens`` new tokens at temperature 1, fp32 on CPU; reward = the environment's step
@@ -214,6 +215,39 @@ def _stats(values: list[float]) -> dict[str, float]:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
+def _summary(rs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "iteration_wall_s": _stats([r["iteration_s"] for r in rs]),
+        "process_wall_s": _stats([r["process_wall_s"] for r in rs]),
+        "cpu_s": _stats([r["cpu_s"] for r in rs]),
+        "peak_rss_mb": _stats([r["peak_rss_mb"] for r in rs]),
+        "phases_s_median": {k: statistics.median(r["phases_s"][k] for r in rs) for k in rs[0]["phases_s"]},
+        "runs": rs,
+    }
+
+
+def _report(workload: dict[str, Any], runs: dict[str, list[dict[str, Any]]], schedule: str) -> dict[str, Any]:
+    """The JSON: per-trainer min/median/max and runs; ratios seed / TRL of the medians when both ran."""
+    result: dict[str, Any] = {"workload": workload, "differences": DIFFERENCES,
+                              "repeats": min(len(rs) for rs in runs.values()), "schedule": schedule}
+    result.update({impl: _summary(rs) for impl, rs in runs.items()})
+    if set(runs) == {"seed", "trl"}:
+        for key, name in (("iteration_wall_s", "wall_ratio"), ("peak_rss_mb", "memory_ratio"),
+                          ("process_wall_s", "process_wall_ratio"), ("cpu_s", "cpu_ratio")):
+            result[name] = result["seed"][key]["median"] / result["trl"][key]["median"]
+    return result
+
+
+def _combine(paths: list[str]) -> dict[str, Any]:
+    """One report from the runs of several invocations on the same workload (e.g. repetitions run apart)."""
+    parts = [json.loads(Path(p).read_text()) for p in paths]
+    if any(part["workload"] != parts[0]["workload"] for part in parts):
+        raise SystemExit(f"--combine: the workloads of {paths} differ; only runs of the same workload combine")
+    runs = {impl: [r for part in parts for r in part[impl]["runs"]] for impl in ("seed", "trl") if impl in parts[0]}
+    schedules = sorted({part["schedule"] for part in parts})
+    return _report(parts[0]["workload"], runs, f"{len(parts)} invocations combined: " + "; ".join(schedules))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=str(ROOT / "models" / "smollm2-135m-instruct"))
@@ -233,6 +267,8 @@ def main() -> None:
     parser.add_argument("--concurrent", action="store_true",
                         help="run a repetition's seed and TRL workers at the same time (a shared, loaded machine)")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--combine", nargs="+", metavar="JSON",
+                        help="write one report from earlier result files of the same workload (runs nothing)")
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--workload", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
@@ -241,6 +277,12 @@ def main() -> None:
     if args.worker:
         result = WORKERS[args.worker](json.loads(args.workload))
         Path(args.result).write_text(json.dumps(result))
+        return
+    if args.combine:
+        text = json.dumps(_combine(args.combine), indent=2)
+        if args.out:
+            Path(args.out).write_text(text + "\n")
+        print(text)
         return
 
     import tempfile
@@ -252,18 +294,8 @@ def main() -> None:
          "trl_args": json.loads(args.trl_args), "scratch": str(tmp)}
     impls = [args.only] if args.only else ["seed", "trl"]
     runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in impls}
-
-    def summary(impl: str) -> dict[str, Any]:
-        rs = runs[impl]
-        return {
-            "iteration_wall_s": _stats([r["iteration_s"] for r in rs]),
-            "process_wall_s": _stats([r["process_wall_s"] for r in rs]),
-            "cpu_s": _stats([r["cpu_s"] for r in rs]),
-            "peak_rss_mb": _stats([r["peak_rss_mb"] for r in rs]),
-            "phases_s_median": {k: statistics.median(r["phases_s"][k] for r in rs) for k in rs[0]["phases_s"]},
-            "runs": rs,
-        }
-
+    schedule = "seed and TRL workers of a repetition run at the same time (same machine load)" \
+        if args.concurrent else "one worker at a time, seed and TRL interleaved"
     result: dict[str, Any] = {}
     for rep in range(args.repeats):
         order = impls if rep % 2 == 0 else impls[::-1]  # alternate which one goes (or starts) first
@@ -275,16 +307,7 @@ def main() -> None:
                 runs[impl].append(r)
                 print(f"{impl} rep {rep}: iteration {r['iteration_s']:.1f}s, process {r['process_wall_s']:.1f}s, "
                       f"cpu {r['cpu_s']:.1f}s, peak {r['peak_rss_mb']:.0f} MB", file=sys.stderr, flush=True)
-        result = {"workload": {k: v for k, v in w.items() if k != "scratch"}, "differences": DIFFERENCES,
-                  "repeats": rep + 1,
-                  "schedule": "seed and TRL workers of a repetition run at the same time (same machine load)"
-                  if args.concurrent else "one worker at a time, seed and TRL interleaved"}
-        result.update({impl: summary(impl) for impl in impls})
-        if len(impls) == 2:
-            med = {impl: result[impl] for impl in impls}
-            for key, name in (("iteration_wall_s", "wall_ratio"), ("peak_rss_mb", "memory_ratio"),
-                              ("process_wall_s", "process_wall_ratio"), ("cpu_s", "cpu_ratio")):
-                result[name] = med["seed"][key]["median"] / med["trl"][key]["median"]
+        result = _report({k: v for k, v in w.items() if k != "scratch"}, runs, schedule)
         if args.out:  # after every repetition, so an interrupted run keeps what it measured
             Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
