@@ -1,6 +1,7 @@
 """Cost of one GRPO vs one SEED iteration on the same model, batch and seeds, split by phase.
 
     python benchmarks/iteration_cost.py [--model tiny|PATH] [--env sokoban] [--repeats 2] [--out FILE.json]
+        [--tasks 2] [--group 4] [--max-steps 4]
 
 Phases: rollout, analysis (SEED's self-analysis), log-prob passes (old [+ teacher] [+ ref]) and the
 PPO update. Both algorithms run interleaved (grpo, seed, grpo, seed, ...) so machine load affects them
@@ -29,6 +30,9 @@ def main() -> None:
     parser.add_argument("--env", default="sokoban")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--tasks", type=int, default=2, help="tasks per round")
+    parser.add_argument("--group", type=int, default=4, help="GRPO group size")
+    parser.add_argument("--max-steps", type=int, default=4, help="environment steps per episode")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
 
@@ -42,8 +46,9 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="seed-bench-"))
     model = build_tiny_analyzer_model(tmp / "tiny") if args.model == "tiny" else Path(args.model)
     base = with_overrides(SeedConfig(), {
-        "model.path": str(model), "model.device": "cpu", "env.name": args.env, "env.max_steps": 4,
-        "rl.tasks_per_round": 2, "rl.group_size": 4, "rl.mini_batch_size": 64, "rl.micro_batch_size": 8,
+        "model.path": str(model), "model.device": "cpu", "env.name": args.env, "env.max_steps": args.max_steps,
+        "rl.tasks_per_round": args.tasks, "rl.group_size": args.group, "rl.mini_batch_size": 64,
+        "rl.micro_batch_size": 8,
         "generation.max_new_tokens": 32, "rl.analyzer_max_new_tokens": 16, "generation.max_prompt_tokens": 256,
     })
     runs: dict[str, list[dict[str, float]]] = {"grpo": [], "seed": []}
@@ -61,7 +66,9 @@ def main() -> None:
 
     result = {
         "model": str(model), "env": args.env, "repeats": args.repeats, "threads": args.threads,
-        "batch": {"tasks": 2, "group_size": 4, "max_steps": 4, "max_new_tokens": 32, "analyzer_max_new_tokens": 16, "max_prompt_tokens": 256},
+        "batch": {"tasks": args.tasks, "group_size": args.group, "max_steps": args.max_steps, "max_new_tokens": 32,
+                  "analyzer_max_new_tokens": 16, "max_prompt_tokens": 256,
+                  "micro_batch_tokens": base.rl.micro_batch_tokens},
         "samples": {a: med(a, "rl/samples") for a in runs},
         "seed_teacher_sample_ratio": med("seed", "rl/teacher_sample_ratio"),
         "seed_parse_ok_rate": med("seed", "analysis/parse_ok_rate"),

@@ -295,8 +295,10 @@ class RLConfig(Section):
     """Step samples per optimizer step (paper: 256)."""
     micro_batch_size: int = Field(8, ge=1)
     """Step samples per forward/backward pass."""
-    micro_batch_tokens: int = Field(0, ge=0)
-    """Token budget (prompt + response) per forward/backward pass; 0 = ``micro_batch_size`` samples."""
+    micro_batch_tokens: int = Field(1024, ge=0)
+    """Token budget (prompt + response) per forward/backward pass, on top of ``micro_batch_size``; 0 = no
+    budget. Activation memory grows with it (SmolLM2-135M fp32: ~1.4 MB per token without gradient
+    checkpointing; benchmarks/results/peer_trl.json); the update's result does not depend on it."""
     ppo_epochs: int = Field(1, ge=1)
     analyzer_temperature: float = Field(0.0, ge=0.0)
     """0 = greedy self-analysis."""

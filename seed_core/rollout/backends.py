@@ -101,8 +101,11 @@ class HFBackend:
             pad_token_id=tok.pad_token_id, eos_token_id=stop_ids, repetition_penalty=1.0,
             return_dict_in_generate=True, output_scores=True, **self._sampling_kwargs(temperature))
         new_tokens = gen.sequences[:, input_ids.shape[1]:]
-        # (B, T_new): log-softmax of the processed scores gathered at the chosen tokens
-        logprobs = model.compute_transition_scores(gen.sequences, gen.scores, normalize_logits=True)
+        # (B, T_new): log-softmax of each step's processed scores at the chosen token, one (B, V) step at a
+        # time (compute_transition_scores stacks and normalises all steps at once: 2-3 copies of (B, T, V))
+        logprobs = torch.stack([torch.log_softmax(step.float(), dim=-1).gather(-1, new_tokens[:, t, None])[:, 0]
+                                for t, step in enumerate(gen.scores)], dim=1)
+        del gen  # the scores and the KV cache go before the caller trains
         completions = []
         for row, row_lp in zip(new_tokens.tolist(), logprobs.float().tolist()):
             n = cut_at_eos(row, stop_ids)

@@ -2,8 +2,16 @@
 
 A sequence is ``prompt_ids + response_ids``. Prompts are left-padded and responses right-padded into
 one (B, P + T) batch, so response position ``j`` of every row sits at column ``P + j`` and is predicted
-by the logits at ``P + j - 1``. Only the last ``T + 1`` logit rows are materialised
-(``logits_to_keep``), which keeps the vocabulary projection off the (long) prompts.
+by the logits at ``P + j - 1``. Only the last ``T + 1`` positions reach the vocabulary projection
+(``logits_to_keep``), which keeps it off the (long) prompts.
+
+Memory: for models whose head is a plain linear layer applied as ``lm_head(hidden)``
+(``PLAIN_HEAD_MODEL_TYPES``) the (B, T, V) logits are never materialised: the head is swapped, for the
+one forward call, for ``SelectiveHead``, which projects ``LOGPROB_CHUNK_TOKENS`` response positions at a
+time and keeps only ``log p(y)`` (and the entropy), recomputing a chunk's logits in the backward pass
+(``selective_log_softmax``). Other models return their (B, T, V) logits and get the same selective
+log-softmax over them (no full log_softmax copy). Both equal ``log_softmax(logits)[y]`` up to float
+rounding (tests/unit/trainer/test_selective_logprobs.py).
 
 The teacher pass re-scores *exactly the sampled response ids* under a different (skill-augmented)
 prompt: callers pass the same ``response_ids`` with other ``prompt_ids``.
@@ -11,11 +19,19 @@ prompt: callers pass the same ``response_ids`` with other ``prompt_ids``.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
+
+LOGPROB_CHUNK_TOKENS = 512
+"""Response tokens whose vocabulary row is alive at once (512 x 49,152 fp32 logits = 100 MB for SmolLM2)."""
+
+PLAIN_HEAD_MODEL_TYPES = frozenset({"llama", "qwen2", "qwen3", "mistral"})
+"""Model types whose forward computes ``logits = self.lm_head(hidden[:, -logits_to_keep:])`` and nothing
+more (no soft-capping or logit scaling; checked in transformers 5.24), so the head can be swapped."""
 
 
 @dataclass(frozen=True)
@@ -55,30 +71,170 @@ def pack_sequences(
     return SequenceBatch(input_ids, attention, position_ids, resp, resp_mask, P)
 
 
+class _SelectiveLogSoftmax(torch.autograd.Function):
+    """log p(y) and entropy of ``softmax(h W^T + b)`` rows, chunk by chunk, never holding all logits.
+
+    Forward, per chunk of rows (z: (c, V) logits, recomputed in backward instead of saved):
+        lse = logsumexp(z) ;  l = z[y] - lse ;  H = lse - sum_v p_v z_v      (p = softmax(z))
+    Backward (g_l, g_H: upstream gradients of l and H):
+        dz = g_l (onehot(y) - p) - g_H p (z - sum_v p_v z_v)
+        dh = dz W ;  dW = dz^T h ;  db = sum_rows dz
+    """
+
+    @staticmethod
+    def forward(ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                targets: torch.Tensor, with_entropy: bool, chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
+        n = hidden.shape[0]
+        logp = torch.empty(n, dtype=torch.float32, device=hidden.device)
+        entropy = torch.zeros(n, dtype=torch.float32, device=hidden.device)
+        for s in range(0, n, chunk):
+            z = F.linear(hidden[s:s + chunk], weight, bias).float()  # (c, V)
+            lse = torch.logsumexp(z, dim=-1)
+            logp[s:s + chunk] = z.gather(-1, targets[s:s + chunk, None]).squeeze(-1) - lse
+            if with_entropy:
+                entropy[s:s + chunk] = lse - (torch.softmax(z, dim=-1) * z).sum(-1)
+            del z
+        ctx.save_for_backward(hidden, weight, bias, targets)
+        ctx.with_entropy, ctx.chunk = with_entropy, chunk
+        return logp, entropy
+
+    @staticmethod
+    def backward(ctx: Any, g_logp: torch.Tensor, g_entropy: torch.Tensor) -> tuple[Any, ...]:
+        hidden, weight, bias, targets = ctx.saved_tensors
+        need_h, need_w, need_b = ctx.needs_input_grad[:3]
+        d_hidden = torch.zeros_like(hidden) if need_h else None
+        d_weight = torch.zeros_like(weight, dtype=torch.float32) if need_w else None
+        d_bias = torch.zeros_like(bias, dtype=torch.float32) if need_b and bias is not None else None
+        for s in range(0, hidden.shape[0], ctx.chunk):
+            h = hidden[s:s + ctx.chunk]
+            z = F.linear(h, weight, bias).float()  # (c, V)
+            p = torch.softmax(z, dim=-1)
+            dz = -p * g_logp[s:s + ctx.chunk, None]
+            dz.scatter_add_(-1, targets[s:s + ctx.chunk, None], g_logp[s:s + ctx.chunk, None])
+            if ctx.with_entropy:
+                mean_z = (p * z).sum(-1, keepdim=True)
+                dz -= g_entropy[s:s + ctx.chunk, None] * p * (z - mean_z)
+            del z, p
+            if d_hidden is not None:
+                d_hidden[s:s + ctx.chunk] = (dz.to(weight.dtype) @ weight).to(hidden.dtype)
+            if d_weight is not None:
+                d_weight += dz.T @ h.float()
+            if d_bias is not None:
+                d_bias += dz.sum(0)
+        return (d_hidden, None if d_weight is None else d_weight.to(weight.dtype),
+                None if d_bias is None else d_bias.to(bias.dtype), None, None, None)
+
+
+def selective_log_softmax(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                          targets: torch.Tensor, *, with_entropy: bool = False,
+                          chunk: int = LOGPROB_CHUNK_TOKENS) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``log_softmax(h W^T + b)[y]`` for (N, H) rows ``hidden`` and (N,) ``targets`` -> (N,) fp32, and the
+    entropy (N,) when asked, with at most ``chunk`` rows of (chunk, V) logits alive at once, forward and
+    backward (formulas in ``_SelectiveLogSoftmax``)."""
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1 row, got {chunk}")
+    logp, entropy = _SelectiveLogSoftmax.apply(hidden, weight, bias, targets, with_entropy, chunk)
+    return logp, entropy if with_entropy else None
+
+
+def _logits_log_softmax(logits: torch.Tensor, targets: torch.Tensor, *, with_entropy: bool,
+                        chunk: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The same for given (N, V) logits: ``z[y] - logsumexp(z)`` per chunk of rows, without a log_softmax copy."""
+    logps, entropies = [], []
+    for s in range(0, logits.shape[0], chunk):
+        z = logits[s:s + chunk].float()
+        lse = torch.logsumexp(z, dim=-1)
+        logps.append(z.gather(-1, targets[s:s + chunk, None]).squeeze(-1) - lse)
+        if with_entropy:
+            entropies.append(lse - (torch.softmax(z, dim=-1) * z).sum(-1))
+    empty = logits.new_zeros(0, dtype=torch.float32)
+    logp = torch.cat(logps) if logps else empty
+    return logp, (torch.cat(entropies) if entropies else empty) if with_entropy else None
+
+
+class SelectiveHead(torch.nn.Module):
+    """Stands in for a plain ``lm_head`` during one forward call: instead of (B, T + 1, V) logits it returns
+    (B, T, 2) = [log p(response token j), entropy at j] on ``mask`` positions (0 elsewhere). Called inside
+    the model's forward, so DDP/FSDP wrappers see the head's weights used as usual."""
+
+    def __init__(self, head: torch.nn.Linear, targets: torch.Tensor, mask: torch.Tensor, with_entropy: bool,
+                 chunk: int) -> None:
+        super().__init__()
+        self.head = head
+        self.targets, self.mask, self.with_entropy, self.chunk = targets, mask.bool(), with_entropy, chunk
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:  # hidden: (B, T + 1, H)
+        states = hidden[:, :-1]  # (B, T, H): position j predicts response token j
+        weight, bias = self.head.weight, self.head.bias
+        if hasattr(weight, "full_tensor"):  # an FSDP2 DTensor outside its unshard window
+            weight = weight.full_tensor()
+            bias = bias.full_tensor() if bias is not None else None
+        logp, entropy = selective_log_softmax(states[self.mask], weight, bias, self.targets[self.mask],
+                                              with_entropy=self.with_entropy, chunk=self.chunk)
+        # masked_scatter keeps an all-padding batch connected to the graph (a zero, differentiable loss)
+        full_logp = logp.new_zeros(self.mask.shape).masked_scatter(self.mask, logp)
+        full_ent = logp.new_zeros(self.mask.shape)
+        if entropy is not None:
+            full_ent = full_ent.masked_scatter(self.mask, entropy)
+        return torch.stack([full_logp, full_ent], dim=-1)
+
+
+def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The HF model inside DDP / FSDP1 wrappers (``.module``); PEFT models forward attribute lookups."""
+    while isinstance(getattr(model, "module", None), torch.nn.Module):
+        model = model.module
+    return model
+
+
+def _plain_head(model: torch.nn.Module) -> torch.nn.Linear | None:
+    """The output projection when it may be swapped for ``SelectiveHead`` (see ``PLAIN_HEAD_MODEL_TYPES``)."""
+    inner = _unwrap(model)
+    config = getattr(inner, "config", None)
+    get_head = getattr(inner, "get_output_embeddings", None)
+    if getattr(config, "model_type", None) not in PLAIN_HEAD_MODEL_TYPES or get_head is None:
+        return None
+    head = get_head()
+    return head if type(head) is torch.nn.Linear else None  # noqa: E721 (a LoRA-wrapped head is not plain)
+
+
+@contextmanager
+def _swapped_head(model: torch.nn.Module, head: torch.nn.Module) -> Iterator[None]:
+    inner = _unwrap(model)
+    original = inner.get_output_embeddings()
+    inner.set_output_embeddings(head)
+    try:
+        yield
+    finally:
+        inner.set_output_embeddings(original)
+
+
 def response_logprobs(
     model: torch.nn.Module, batch: SequenceBatch, *, with_entropy: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """log pi(y_j | prompt, y_<j) for every response token, (B, T); optional entropy (B, T).
+    """log pi(y_j | prompt, y_<j) for every response token, (B, T) fp32; optional entropy (B, T).
 
-    Gradients flow when called outside ``torch.no_grad``; padding positions hold 0.
+        l_j = z_j[y_j] - logsumexp(z_j) ;  H_j = logsumexp(z_j) - sum_v softmax(z_j)_v z_jv
+    (z_j: the logits at position P + j - 1). Gradients flow when called outside ``torch.no_grad``;
+    padding positions hold 0. The (B, T, V) logits are not materialised (module docstring).
     """
     device = next(model.parameters()).device
     T = batch.response_ids.shape[1]
-    out = model(
-        input_ids=batch.input_ids.to(device),
-        attention_mask=batch.attention_mask.to(device),
-        position_ids=batch.position_ids.to(device),
-        logits_to_keep=T + 1,
-        use_cache=False,
-    )
-    logits = out.logits[:, :-1, :].float()  # (B, T, V): row j predicts response token j
-    logp_all = F.log_softmax(logits, dim=-1)
     targets = batch.response_ids.to(device)
     mask = batch.response_mask.to(device)
-    logprobs = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1) * mask
-    entropy = None
-    if with_entropy:
-        entropy = -(logp_all.exp() * logp_all).sum(-1) * mask
+    inputs = dict(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
+                  position_ids=batch.position_ids.to(device), logits_to_keep=T + 1, use_cache=False)
+    head = _plain_head(model)
+    if head is not None:
+        with _swapped_head(model, SelectiveHead(head, targets, mask, with_entropy, LOGPROB_CHUNK_TOKENS)):
+            both = model(**inputs).logits  # (B, T, 2)
+        logprobs, entropy = both[..., 0], both[..., 1] if with_entropy else None
+    else:
+        logits = model(**inputs).logits[:, :-1, :]  # (B, T, V): row j predicts response token j
+        sel = mask.bool()
+        lp, ent = _logits_log_softmax(logits[sel], targets[sel], with_entropy=with_entropy,
+                                      chunk=LOGPROB_CHUNK_TOKENS)
+        logprobs = lp.new_zeros(sel.shape).masked_scatter(sel, lp)
+        entropy = ent.new_zeros(sel.shape).masked_scatter(sel, ent) if ent is not None else None
     return logprobs, entropy
 
 
@@ -89,14 +245,24 @@ def score_in_chunks(
     response_ids: Sequence[Sequence[int]],
     pad_id: int,
     micro_batch_size: int,
+    max_tokens: int = 0,
 ) -> list[torch.Tensor]:
-    """Log-probs of each response (a 1-D tensor per sample, its own length), in length-sorted micro-batches."""
+    """Log-probs of each response (a 1-D tensor per sample, its own length), in length-sorted micro-batches
+    of at most ``micro_batch_size`` samples and, when ``max_tokens > 0``, at most ``max_tokens`` tokens
+    counted as rows x the longest row's prompt + response (a single longer row gets a micro-batch of its own)."""
     was_training = model.training
     model.eval()
-    order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]) + len(response_ids[i]))
+    lengths = [len(p) + len(r) for p, r in zip(prompt_ids, response_ids)]
+    order = sorted(range(len(prompt_ids)), key=lambda i: lengths[i])
     result: list[torch.Tensor | None] = [None] * len(order)
-    for start in range(0, len(order), micro_batch_size):
-        idx = order[start:start + micro_batch_size]
+    chunks: list[list[int]] = []
+    for i in order:  # ascending lengths: the newest row is the longest, so the padded size is rows x its length
+        full = chunks and (len(chunks[-1]) >= micro_batch_size
+                           or (max_tokens > 0 and (len(chunks[-1]) + 1) * lengths[i] > max_tokens))
+        if not chunks or full:
+            chunks.append([])
+        chunks[-1].append(i)
+    for idx in chunks:
         batch = pack_sequences([prompt_ids[i] for i in idx], [response_ids[i] for i in idx], pad_id)
         logprobs, _ = response_logprobs(model, batch)
         for row, i in enumerate(idx):

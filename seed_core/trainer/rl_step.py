@@ -63,6 +63,7 @@ def compute_reference_logprobs(
     needs_teacher: bool,
     needs_old: bool = True,
     comm: Collective | None = None,
+    max_tokens: int = 0,
 ) -> dict[str, list[torch.Tensor]]:
     """The no-grad passes: old (+ teacher, batched together) with the policy, then ref with the reference.
 
@@ -71,6 +72,7 @@ def compute_reference_logprobs(
     each scores an equal share of the samples (the same number of forward passes everywhere, as FSDP
     needs; short shares are padded with real rows whose results are dropped) and the results are gathered.
     Returns one list per pass in sample order; ``teacher[i]`` is zeros for samples without a skill.
+    ``micro_batch_size`` / ``max_tokens``: the size of each forward pass (``score_in_chunks``).
     """
     comm = comm or Collective()
     n = len(samples)
@@ -84,7 +86,7 @@ def compute_reference_logprobs(
     own_rows = rows if needs_old else []
     prompts = [samples.prompt_ids[i] for i in own_rows] + [samples.teacher_prompt_ids[i] for i in teacher_rows]
     responses = [samples.response_ids[i] for i in own_rows + teacher_rows]  # exactly the sampled ids
-    scored = score_in_chunks(policy_model, prompts, responses, pad_id, micro_batch_size) if prompts else []
+    scored = score_in_chunks(policy_model, prompts, responses, pad_id, micro_batch_size, max_tokens) if prompts else []
     values: dict[str, dict[int, torch.Tensor]] = {
         "teacher": {i: scored[len(own_rows) + k] for k, i in enumerate(teacher_rows)}}
     if needs_old:
@@ -92,7 +94,7 @@ def compute_reference_logprobs(
     if ref_model is not None:
         values["ref"] = dict(zip(rows, score_in_chunks(ref_model, [samples.prompt_ids[i] for i in rows],
                                                        [samples.response_ids[i] for i in rows], pad_id,
-                                                       micro_batch_size)))
+                                                       micro_batch_size, max_tokens)))
     real = set(share.real)
     merged: dict[str, dict[int, torch.Tensor]] = {key: {} for key in values}
     for part in comm.gather_lists([{key: {i: v for i, v in d.items() if i in real} for key, d in values.items()}]):
@@ -235,7 +237,7 @@ def rl_update(
     single_step = cfg.ppo_epochs == 1 and len(samples) <= cfg.mini_batch_size
     scored = compute_reference_logprobs(
         model, ref_model if cfg.kl_coef > 0 else None, samples, pad_id, cfg.micro_batch_size,
-        algorithm.needs_teacher, needs_old=not single_step, comm=comm,
+        algorithm.needs_teacher, needs_old=not single_step, comm=comm, max_tokens=cfg.micro_batch_tokens,
     )
     timings["time/logprob_passes_s"] = time.perf_counter() - t0
     lengths = [len(p) + len(r) for p, r in zip(samples.prompt_ids, samples.response_ids)]

@@ -51,3 +51,22 @@ def test_gradient_flows_through_response_logprobs(tiny_policy):
     logprobs, _ = response_logprobs(model, batch)
     logprobs.sum().backward()
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+
+
+def test_score_in_chunks_token_budget_bounds_every_forward_pass(tiny_policy):
+    """max_tokens = 12: rows sorted by length 3, 4, 5, 7 -> passes [3, 4] (2 x 4 = 8 <= 12) then [5] (2 x 5 > 12)
+    then [7]; the results are those of one pass per row."""
+    model = tiny_policy.model
+    prompts = [[1, 2, 3, 4, 5], [7], [8, 9], [6, 5, 4]]
+    responses = [[11, 12], [12, 13, 14], [15], [16, 17]]
+    shapes = []
+    hook = model.register_forward_pre_hook(lambda _m, _a, kw: shapes.append(tuple(kw["input_ids"].shape)),
+                                           with_kwargs=True)
+    try:
+        rows = score_in_chunks(model, prompts, responses, tiny_policy.tokenizer.pad_token_id,
+                               micro_batch_size=8, max_tokens=12)
+    finally:
+        hook.remove()
+    assert [s[0] for s in shapes] == [2, 1, 1]
+    for p, r, row in zip(prompts, responses, rows):
+        torch.testing.assert_close(row, _naive(model.eval(), p, r), atol=1e-4, rtol=1e-4)
