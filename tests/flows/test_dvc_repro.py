@@ -98,7 +98,7 @@ def test_a_no_op_seed_run_starts_nothing_and_prints_the_table(project, first_run
 
     root, env = project
     again = _run([sys.executable, "-m", "flows.cli", "run"], root, env)
-    assert "every stage is up to date" in again.stdout and "| seed_static |" in again.stdout
+    assert "every stage is up to date" in again.stdout and "| SEED-static |" in again.stdout
     assert "Running stage" not in again.stdout + again.stderr
     client = mlflow.MlflowClient(mlflow_uri)
     runs = client.search_runs([client.get_experiment_by_name("dvc-repro-test").experiment_id], max_results=1000)

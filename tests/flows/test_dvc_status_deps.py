@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from dvc.repo import Repo
 
 from tests.unit.test_dvc_deps import ROOT, dvc_deps

@@ -11,6 +11,7 @@ import pytest
 
 from flows.common import eval_methods, rl_algorithms
 from seed_core.config import SeedConfig
+from seed_core.methods import label
 
 RL_ALGORITHMS = rl_algorithms(SeedConfig())  # rl.algorithm = seed, as in params.yaml and the tiny params
 EVAL_METHODS = eval_methods(SeedConfig())  # ... + seed_star: SEED evaluated with the static skills
@@ -60,7 +61,7 @@ def test_pipeline_writes_every_stage_output(pipeline: dict[str, Any]) -> None:
     table = (pipeline["root"] / "reports" / "table.md").read_text()
     assert "preset `tiny-test`" in table
     for method in EVAL_METHODS:
-        assert f"| {method} |" in table
+        assert f"| {label(method)} |" in table
     assert set(pipeline["metrics"]) == {f"{m}/sokoban/test/success_rate" for m in EVAL_METHODS}
 
 

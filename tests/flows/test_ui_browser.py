@@ -110,15 +110,21 @@ def pipeline_runs(mlflow_uri: str) -> list[Any]:
 
 @pytest.fixture(scope="module")
 def rerun(repro_project: tuple[Path, dict[str, str]], repro_run: subprocess.CompletedProcess[str]) -> Any:
-    """A second ``seed run`` (every stage reused from DVC's cache), as a user reruns: its pipeline flow run
-    publishes the newest ``seed-results``, whatever other tests of the session published before."""
+    """A second ``seed run`` after a change only the report reads (``project.preset``, printed in the table), as
+    a user reruns: DVC reuses every other stage, and its pipeline flow run publishes the newest
+    ``seed-results``, whatever other tests of the session published before. (A rerun with nothing stale
+    records no run at all: `seed run` then only prints the table.)"""
     from tests.flows.test_dvc_repro import _run
 
     root, env = repro_project
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["project"]["preset"] = "tiny-test-rerun"
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     start = time.perf_counter()
     done = _run([sys.executable, "-m", "flows.cli", "run"], root, env)
-    print(f"\nui: no-op seed run took {time.perf_counter() - start:.1f} s")
-    assert "Running stage" not in done.stdout
+    print(f"\nui: report-only seed run took {time.perf_counter() - start:.1f} s")
+    ran = [line for line in done.stdout.splitlines() if line.startswith("Running stage")]
+    assert ran == ["Running stage 'report':"], ran
     return done
 
 
@@ -166,13 +172,15 @@ def test_prefect_ui_shows_every_stage_run_with_its_logs_and_the_latest_results_t
 
 
 def test_mlflow_ui_shows_the_pipeline_run_its_stages_results_and_a_comparison(
-        ui: dict[str, str], page: Any, rerun: Any, mlflow_uri: str) -> None:
+        ui: dict[str, str], page: Any, repro_project: tuple[Path, dict[str, str]], rerun: Any,
+        mlflow_uri: str) -> None:
     import mlflow
 
     first, second = pipeline_runs(mlflow_uri)[:2]
     exp_id, run_id = first.info.experiment_id, first.info.run_id
     children = mlflow.MlflowClient(mlflow_uri).search_runs([exp_id], f"tags.mlflow.parentRunId = '{run_id}'")
-    assert len(children) == 13
+    stages = yaml.safe_load((repro_project[0] / "dvc.lock").read_text())["stages"]
+    assert len(children) == len(stages)  # one MLflow child run per DVC stage
     base = ui["mlflow"]
 
     page.goto(f"{base}/#/experiments/{exp_id}/runs")
