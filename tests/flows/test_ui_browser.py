@@ -180,7 +180,8 @@ def test_mlflow_ui_shows_the_pipeline_run_its_stages_results_and_a_comparison(
     exp_id, run_id = first.info.experiment_id, first.info.run_id
     children = mlflow.MlflowClient(mlflow_uri).search_runs([exp_id], f"tags.mlflow.parentRunId = '{run_id}'")
     stages = yaml.safe_load((repro_project[0] / "dvc.lock").read_text())["stages"]
-    assert len(children) == len(stages)  # one MLflow child run per DVC stage
+    # one MLflow child run per DVC stage, but generate_alfworld: with env sokoban it has nothing to do and opens none
+    assert len(children) == len(set(stages) - {"generate_alfworld"})
     base = ui["mlflow"]
 
     page.goto(f"{base}/#/experiments/{exp_id}/runs")
