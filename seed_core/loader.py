@@ -8,6 +8,7 @@ The registries load torch, so ``registry_fields`` imports them only when a confi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 from pathlib import Path
 from typing import Any, Iterable, Iterator, get_args, get_origin
@@ -216,3 +217,13 @@ def config_from_args(args: argparse.Namespace) -> SeedConfig:
     except ConfigError as err:
         raise SystemExit(str(err)) from None
     return load_config(args.config, overrides or None, origin="--set")
+
+
+@contextlib.contextmanager
+def stage_errors(stage: str, *errors: type[BaseException]) -> Iterator[None]:
+    """An engine entry point's known bad-setup or bad-input ``errors`` exit with one line,
+    ``seed <stage>: <message>`` (the message names the fix), not a traceback."""
+    try:
+        yield
+    except errors as err:
+        raise SystemExit(f"seed {stage}: {err}") from None

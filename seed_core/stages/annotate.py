@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from seed_core.analyzer.parse import skill_metrics
 from seed_core.config import ConfigError, SeedConfig, dump_resolved
 from seed_core.io import DataFileError, atomic_write_text, read_records, write_json, write_records
-from seed_core.loader import config_from_args, stage_parser
+from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.task_sets import read_tasks
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import AnnotationRecord, StepRecord, Task
@@ -297,10 +297,8 @@ def main() -> None:
     args = parser.parse_args()
     from seed_core.analyzer.clients import AnalyzerSetupError
 
-    try:
+    with stage_errors("annotate", AnalyzerSetupError, AnnotationQualityError, ConfigError, DataFileError):  # bad setup or input: the message says the fix
         print(run_annotate(config_from_args(args), Path(args.collect), Path(args.out)))
-    except (AnalyzerSetupError, AnnotationQualityError, ConfigError, DataFileError) as err:  # bad setup or input: the message says the fix
-        raise SystemExit(f"seed annotate: {err}") from None
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import write_json, write_records
-from seed_core.loader import config_from_args, stage_parser
+from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.task_sets import require_tasks, task_seed, write_tasks
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import StepRecord
@@ -61,10 +61,8 @@ def main() -> None:
     args = parser.parse_args()
     from seed_core.preflight import ServiceUnavailableError
 
-    try:
+    with stage_errors("collect", ServiceUnavailableError):  # the message names the service, its URL and the fix
         print(run_collect(config_from_args(args), Path(args.model), Path(args.out)))
-    except ServiceUnavailableError as err:  # the message names the service, its URL and the fix
-        raise SystemExit(f"seed collect: {err}") from None
 
 
 if __name__ == "__main__":

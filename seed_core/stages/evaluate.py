@@ -24,7 +24,7 @@ from typing import Sequence
 
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import write_json, write_records
-from seed_core.loader import config_from_args, stage_parser
+from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.task_sets import require_tasks, task_seed
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import EvalRecord, StepRecord
@@ -146,10 +146,8 @@ def main() -> None:
     args = parser.parse_args()
     from seed_core.preflight import ServiceUnavailableError
 
-    try:
+    with stage_errors("evaluate", ServiceUnavailableError):  # the message names the service, its URL and the fix
         print(run_evaluate(config_from_args(args), Path(args.checkpoint), Path(args.out), args.method))
-    except ServiceUnavailableError as err:  # the message names the service, its URL and the fix
-        raise SystemExit(f"seed evaluate: {err}") from None
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from seed_core.algorithms import ALGORITHMS, effective_config, effective_tags, e
 from seed_core.analyzer.parse import skill_metrics
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import DataFileError, atomic_write_text, read_metrics, swap_dir, write_json, write_records
-from seed_core.loader import config_from_args, stage_parser
+from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.preflight import ServiceUnavailableError, check_services
 from seed_core.resume import StaleRoundsError, check_rounds, rl_fingerprint
 from seed_core.task_sets import require_tasks, task_seed, write_tasks
@@ -316,13 +316,11 @@ def main() -> None:
     args = parser.parse_args()
     cfg = config_from_args(args)
     ckpt = Path(args.analyzer_checkpoint) if args.analyzer_checkpoint else None
-    try:
+    with stage_errors("rl", DataFileError, StaleRoundsError, ServiceUnavailableError):  # the message says the fix
         if args.round is not None:
             print(run_rl_round(cfg, args.round, Path(args.init), Path(args.out), ckpt))
         else:
             print(run_rl(cfg, Path(args.init), Path(args.out), ckpt))
-    except (DataFileError, StaleRoundsError, ServiceUnavailableError) as err:  # the message says the fix
-        raise SystemExit(f"seed rl: {err}") from None
 
 
 if __name__ == "__main__":
