@@ -68,34 +68,26 @@ class TextEnv(Protocol):
 
 
 class TimeLimit:
-    """Base class of every environment (gym's ``TimeLimit``): owns the episode's step counter and the
-    truncation rule ``done = terminal or steps >= cfg.max_steps``, for every instance (also one built
-    directly). A subclass implements ``_reset(task)`` and ``_step(action)``, whose ``StepResult.done`` is
-    ``terminal`` only; ``step`` after ``done`` raises. ``cfg.max_steps`` is the limit the env declares."""
+    """Base class of every environment (gym's ``TimeLimit``): owns the step counter ``_steps`` and the rule
+    ``done = terminal or steps >= cfg.max_steps`` for every instance, also one built directly. A subclass
+    implements ``_reset(task)`` and ``_step(action)``, whose ``StepResult.done`` is ``terminal`` only."""
 
     name: ClassVar[str]
     cfg: EnvConfig
     _steps = 0
-    """Steps taken in the current episode (read by experts that plan against the limit)."""
     _done = False
 
     def reset(self, task: Task) -> str:
         self._steps, self._done = 0, False
-        return self._reset(task)
+        return self._reset(task)  # type: ignore[attr-defined]
 
     def step(self, action: str) -> StepResult:
         if self._done:
             raise RuntimeError(f"{self.name}: step() after the episode ended; call reset(task) first")
-        result = self._step(action)
+        result = self._step(action)  # type: ignore[attr-defined]
         self._steps += 1
         self._done = result.done or self._steps >= self.cfg.max_steps
         return replace(result, done=self._done)
-
-    def _reset(self, task: Task) -> str:
-        raise NotImplementedError
-
-    def _step(self, action: str) -> StepResult:
-        raise NotImplementedError
 
 
 ENVS: "Registry[type[TextEnv]]" = Registry("environment")
