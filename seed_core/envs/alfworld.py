@@ -36,7 +36,7 @@ from seed_core.alfworld.engine import Engine
 from seed_core.alfworld.facts import Goal, goal_from_problem, world_from_problem
 from seed_core.alfworld.games import SPLITS, TASK_TYPES, game_key, split_games, task_type_label
 from seed_core.config import EnvConfig
-from seed_core.envs.base import ENVS
+from seed_core.envs.base import ENVS, TimeLimit
 from seed_core.envs.prompt_parts import history_block, project_action_tag
 from seed_core.types import HistoryItem, ParsedAction, StepResult, Task
 
@@ -80,7 +80,7 @@ def _gamefile(task: Task) -> str:
 
 
 @ENVS.register("alfworld")
-class ALFWorldEnv:
+class ALFWorldEnv(TimeLimit):
     name: ClassVar[str] = "alfworld"
     splits: ClassVar[tuple[str, ...]] = SPLITS
     task_types: ClassVar[tuple[str, ...]] = tuple(TASK_TYPES.values())
@@ -91,7 +91,6 @@ class ALFWorldEnv:
         self._task: Task | None = None
         self._task_text = ""
         self._actions: list[str] = []
-        self._done = False
         self._won = False
 
     # --- tasks ------------------------------------------------------------------------------------
@@ -112,12 +111,12 @@ class ALFWorldEnv:
 
     # --- play -------------------------------------------------------------------------------------
 
-    def reset(self, task: Task) -> str:
+    def _reset(self, task: Task) -> str:
         if self._engine is None:
             self._engine = Engine()
         self._engine.load(Path(_gamefile(task)))
         text = self._engine.reset()
-        self._task, self._actions, self._done, self._won = task, [], False, False
+        self._task, self._actions, self._won = task, [], False
         match = _TASK_LINE.search(text)
         self._task_text = match.group(1).strip() if match else ""
         return text.replace(BANNER, "").strip()
@@ -138,19 +137,16 @@ class ALFWorldEnv:
     def parse_action(self, response: str) -> ParsedAction:
         return project_action_tag(response, FALLBACK_CHARS)
 
-    def step(self, action: str) -> StepResult:
+    def _step(self, action: str) -> StepResult:
         engine = self._require_engine()
-        if self._done:
-            raise RuntimeError("alfworld: step() after the episode ended; call reset(task) first")
         admissible = action in engine.admissible_commands
         observation, won = engine.step(action)
         self._actions.append(action)
         reward = WIN_REWARD if won and not self._won else 0.0
         self._won = self._won or won
-        self._done = self._won or len(self._actions) >= self.cfg.max_steps
         info = {"won": self._won, "admissible": admissible, "task_type": self._task.task_type if self._task else "",
                 "admissible_commands": engine.admissible_commands}
-        return StepResult(observation, reward, self._done, self._won, info)
+        return StepResult(observation, reward, self._won, self._won, info)
 
     def task_description(self) -> str:
         return self._task_text

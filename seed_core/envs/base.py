@@ -10,6 +10,10 @@ episode at a time (the rollout keeps one instance per trajectory and steps them 
     parsed = env.parse_action(response_text)              # ParsedAction(action, valid)
     result = env.step(parsed.action)                      # StepResult(observation, reward, done, won)
 
+Every environment subclasses ``TimeLimit``, the one owner of ``env.max_steps``: ``done = terminal or
+steps >= cfg.max_steps``, where ``terminal`` is what the env's own ``_step`` reports (won, answered,
+bought). The episode loop (``seed_core.rollout.collector``) stops an episode when, and only when, ``done``.
+
 Besides play, an environment owns its success metric (``StepResult.won``), an expert
 (``expert_action``), and the privileged hindsight used by the rule-based ``oracle`` analyzer
 (``oracle_skill``).
@@ -17,8 +21,10 @@ Besides play, an environment owns its success metric (``StepResult.won``), an ex
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar, Protocol, runtime_checkable
 
+from seed_core.config import EnvConfig
 from seed_core.registry import Registry
 from seed_core.types import HistoryItem, ParsedAction, StepResult, Task
 
@@ -44,7 +50,8 @@ class TextEnv(Protocol):
         """Project a model response to an engine action and its format validity (never raises)."""
 
     def step(self, action: str) -> StepResult:
-        """Apply ``action``; an invalid or inadmissible action is a legal no-op with the env's penalty."""
+        """Apply ``action``; an invalid or inadmissible action is a legal no-op with the env's penalty.
+        ``done = terminal or steps >= cfg.max_steps`` (``TimeLimit``)."""
 
     def task_description(self) -> str:
         """One line stating the goal of the current task (analyzer input)."""
@@ -58,6 +65,29 @@ class TextEnv(Protocol):
     def oracle_skill(self, task: Task, actions: list[str], success: bool) -> dict[str, str]:
         """Rule-based hindsight from privileged information: ``{"episode_summary", "episode_skill"}``;
         success -> the workflow that worked, failure -> the first mistake and what to avoid."""
+
+
+class TimeLimit:
+    """Base class of every environment (gym's ``TimeLimit``): owns the step counter ``_steps`` and the rule
+    ``done = terminal or steps >= cfg.max_steps`` for every instance, also one built directly. A subclass
+    implements ``_reset(task)`` and ``_step(action)``, whose ``StepResult.done`` is ``terminal`` only."""
+
+    name: ClassVar[str]
+    cfg: EnvConfig
+    _steps = 0
+    _done = False
+
+    def reset(self, task: Task) -> str:
+        self._steps, self._done = 0, False
+        return self._reset(task)  # type: ignore[attr-defined]
+
+    def step(self, action: str) -> StepResult:
+        if self._done:
+            raise RuntimeError(f"{self.name}: step() after the episode ended; call reset(task) first")
+        result = self._step(action)  # type: ignore[attr-defined]
+        self._steps += 1
+        self._done = result.done or self._steps >= self.cfg.max_steps
+        return replace(result, done=self._done)
 
 
 ENVS: "Registry[type[TextEnv]]" = Registry("environment")

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from seed_core.config import EnvConfig
-from seed_core.envs.base import ENVS
+from seed_core.envs.base import ENVS, TimeLimit
 from seed_core.envs.prompt_parts import history_block, make_seeded_tasks
 from seed_core.types import HistoryItem, ParsedAction, StepResult, Task
 
@@ -197,7 +197,7 @@ Answer with JSON: {{"thoughts": "...", "action": "<token>"}}"""
 
 
 @ENVS.register("ezpoints")
-class EZPointsEnv:
+class EZPointsEnv(TimeLimit):
     """One EZPoints episode at a time; the cards are rebuilt from ``task.seed`` (``payload`` stays empty)."""
 
     name = "ezpoints"
@@ -208,8 +208,6 @@ class EZPointsEnv:
         self.cfg = cfg
         self._game: Game | None = None
         self._labels: tuple[str, str] = ("", "")
-        self._steps = 0
-        self._done = False
 
     def new_game(self, task: Task) -> tuple[Game, tuple[str, str]]:
         cards, labels = deal(task.seed, self.cfg.ezpoints.target)
@@ -218,9 +216,8 @@ class EZPointsEnv:
     def make_tasks(self, split: str, n: int, seed: int) -> list[Task]:
         return make_seeded_tasks(self.name, "ezpoints", split, n, seed)
 
-    def reset(self, task: Task) -> str:
+    def _reset(self, task: Task) -> str:
         self._game, self._labels = self.new_game(task)
-        self._steps, self._done = 0, False
         return self._observation()
 
     def _observation(self) -> str:
@@ -255,15 +252,11 @@ class EZPointsEnv:
         found |= {t for t in TOKENS if t != "10" and t in rest}
         return ParsedAction(action=found.pop(), valid=True) if len(found) == 1 else ParsedAction("", False)
 
-    def step(self, action: str) -> StepResult:
+    def _step(self, action: str) -> StepResult:
         game = self._require_game()
-        if self._done:
-            raise RuntimeError("ezpoints: the episode is over; call reset(task) to start a new one")
-        self._steps += 1
         reward, note = game.play(action)
-        self._done = game.over or self._steps >= self.cfg.max_steps
         info = {"action_valid": note != "invalid", "note": note, "formula": game.formula}
-        return StepResult(self._observation(), reward, self._done, game.won, info)
+        return StepResult(self._observation(), reward, game.over, game.won, info)
 
     def task_description(self) -> str:
         game = self._require_game()

@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 from seed_core.config import EnvConfig, SearchQAConfig, project_root
 from seed_core.data_gen.qa_corpus import QAGenSpec, generate_qa
 from seed_core.data_gen.qa_files import GENERATED_SOURCES, SEARCH_R1_SOURCES, QAItem, read_split
-from seed_core.envs.base import ENVS
+from seed_core.envs.base import ENVS, TimeLimit
 from seed_core.retrieval.client import HttpRetriever, LocalRetriever, RetrievedDoc, Retriever
 from seed_core.retrieval.corpus import Passage, read_corpus, write_corpus
 from seed_core.retrieval.methods import IndexOptions
@@ -190,7 +190,7 @@ def _item(task: Task) -> QAItem:
 
 
 @ENVS.register("search_qa")
-class SearchQAEnv:
+class SearchQAEnv(TimeLimit):
     name: ClassVar[str] = "search_qa"
     splits: ClassVar[tuple[str, ...]] = ("train", "test")
     task_types: ClassVar[tuple[str, ...]] = SEARCH_R1_SOURCES + GENERATED_SOURCES
@@ -199,8 +199,6 @@ class SearchQAEnv:
         self.cfg = cfg
         self.settings = cfg.search_qa
         self._item: QAItem | None = None
-        self._turns = 0
-        self._done = False
         self._seen_titles: set[str] = set()
 
     def make_tasks(self, split: str, n: int, seed: int) -> list[Task]:
@@ -220,8 +218,8 @@ class SearchQAEnv:
             for i in indices
         ]
 
-    def reset(self, task: Task) -> str:
-        self._item, self._turns, self._done, self._seen_titles = _item(task), 0, False, set()
+    def _reset(self, task: Task) -> str:
+        self._item, self._seen_titles = _item(task), set()
         return self.question
 
     @property
@@ -245,16 +243,12 @@ class SearchQAEnv:
     def parse_action(self, response: str) -> ParsedAction:
         return parse_search_response(response)
 
-    def step(self, action: str) -> StepResult:
+    def _step(self, action: str) -> StepResult:
         item = self._require_item()
-        if self._done:
-            raise RuntimeError("search_qa: step() after the episode ended; call reset(task) first")
-        self._turns += 1
         query, answer = _body(action, "search"), _body(action, "answer")
         info: dict[str, Any] = {"task_type": item.data_source, "action_valid": bool(query or answer)}
         if answer is not None:
             won = exact_match(answer, item.golden_answers)
-            self._done = True
             info.update(answer=answer, em=float(won))
             return StepResult(f"Your answer: {answer}", WIN_REWARD if won else 0.0, True, won, info)
         if query is not None:
@@ -264,8 +258,7 @@ class SearchQAEnv:
             info["retrieved"] = [d.title for d in docs]
         else:
             observation = INVALID_OBSERVATION
-        self._done = self._turns >= self.cfg.max_steps
-        return StepResult(observation, 0.0, self._done, False, info)
+        return StepResult(observation, 0.0, False, False, info)
 
     def task_description(self) -> str:
         return self.question
@@ -277,9 +270,9 @@ class SearchQAEnv:
         gold path (external data) search the question once. Answers on the last turn regardless."""
         item = self._require_item()
         missing = [t for t in item.gold_docs if t not in self._seen_titles]
-        if not item.gold_docs and self._turns == 0:
+        if not item.gold_docs and self._steps == 0:
             missing = [self.question]
-        if missing and self._turns < self.cfg.max_steps - 1:
+        if missing and self._steps < self.cfg.max_steps - 1:
             return f"<search>{missing[0]}</search>"
         return f"<answer>{item.golden_answers[0]}</answer>"
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from seed_core.config import EnvConfig
-from seed_core.envs.base import ENVS
+from seed_core.envs.base import ENVS, TimeLimit
 from seed_core.envs.prompt_parts import (
     has_cjk,
     has_think_block,
@@ -250,7 +250,7 @@ def _where(cell: Pos) -> str:
 
 
 @ENVS.register("sokoban")
-class SokobanEnv:
+class SokobanEnv(TimeLimit):
     """One Sokoban episode at a time; the level is rebuilt from ``task.seed`` (``payload`` stays empty)."""
 
     name = "sokoban"
@@ -261,8 +261,6 @@ class SokobanEnv:
         self.cfg = cfg
         self._level: Level | None = None
         self._state: State = ((0, 0), frozenset())
-        self._steps = 0
-        self._done = False
 
     def level(self, task: Task) -> Level:
         """The start position of ``task`` (cached; depends on the seed, env.sokoban and env.max_steps)."""
@@ -272,10 +270,9 @@ class SokobanEnv:
     def make_tasks(self, split: str, n: int, seed: int) -> list[Task]:
         return make_seeded_tasks(self.name, "sokoban", split, n, seed)
 
-    def reset(self, task: Task) -> str:
+    def _reset(self, task: Task) -> str:
         self._level = self.level(task)
         self._state = (self._level.player, self._level.boxes)
-        self._steps, self._done = 0, False
         return render(self._level, self._state)
 
     def build_prompt(self, observation: str, history: list[HistoryItem], step: int) -> str:
@@ -294,18 +291,16 @@ class SokobanEnv:
         action = actions[0].strip()
         return ParsedAction(action=action, valid=True) if action in DIRECTIONS else ParsedAction("", False)
 
-    def step(self, action: str) -> StepResult:
+    def _step(self, action: str) -> StepResult:
         level = self._require_episode()
-        self._steps += 1
         before = len(self._state[1] & level.targets)
         if action in DIRECTIONS:
             self._state = move(level.walls, self._state, action)
         on_target = len(self._state[1] & level.targets)
         won = self._state[1] <= level.targets
         reward = STEP_PENALTY + BOX_ON_TARGET * (on_target - before) + (SOLVED_BONUS if won else 0.0)
-        self._done = won or self._steps >= self.cfg.max_steps
         info = {"action_valid": action in DIRECTIONS, "boxes_on_target": on_target}
-        return StepResult(render(level, self._state), reward, self._done, won, info)
+        return StepResult(render(level, self._state), reward, won, won, info)
 
     def task_description(self) -> str:
         return "Push every box onto a target square in the Sokoban grid."

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 from seed_core.config import EnvConfig, WebShopConfig, project_root
 from seed_core.data_gen.webshop_catalog import CATEGORIES, CatalogSpec, generate_catalog
-from seed_core.envs.base import ENVS
+from seed_core.envs.base import ENVS, TimeLimit
 from seed_core.envs.prompt_parts import history_block, project_action_tag
 from seed_core.types import SCORE_INFO_KEY, HistoryItem, ParsedAction, StepResult, Task
 from seed_core.webshop.catalog import Catalog, Goal, read_catalog
@@ -80,7 +80,7 @@ def page_text(raw: str, instruction: str) -> str:
 
 
 @ENVS.register("webshop")
-class WebShopEnv:
+class WebShopEnv(TimeLimit):
     name: ClassVar[str] = "webshop"
     splits: ClassVar[tuple[str, ...]] = ("train", "test")
     task_types: ClassVar[tuple[str, ...]] = tuple(CATEGORIES)
@@ -90,8 +90,6 @@ class WebShopEnv:
         self.settings = cfg.webshop
         self._engine: Any = None
         self._task: Task | None = None
-        self._steps = 0
-        self._done = False
 
     @property
     def engine(self) -> Any:
@@ -113,9 +111,9 @@ class WebShopEnv:
                      task_type=self.engine.goal_category(i), payload={"goal_index": i})
                 for i in picks]
 
-    def reset(self, task: Task) -> str:
+    def _reset(self, task: Task) -> str:
         raw = self.engine.reset(int(task.payload.get("goal_index", task.seed)))
-        self._task, self._steps, self._done = task, 0, False
+        self._task = task
         return page_text(raw, self.engine.instruction)
 
     def admissible_actions(self) -> list[str]:
@@ -139,16 +137,14 @@ class WebShopEnv:
         parsed = project_action_tag(response, FALLBACK_CHARS)
         return ParsedAction(parsed.action, parsed.valid and self.engine.is_admissible(parsed.action))
 
-    def step(self, action: str) -> StepResult:
-        if self._task is None or self._done:
-            raise RuntimeError("webshop: call reset(task) before step(), and not after the episode ended")
-        self._steps += 1
+    def _step(self, action: str) -> StepResult:
+        if self._task is None:
+            raise RuntimeError("webshop: call reset(task) before step()")
         admissible = self.engine.is_admissible(action)
         raw, score, bought = self.engine.step(action)
         won = bought and score >= 1.0 - 1e-9
-        self._done = bought or self._steps >= self.cfg.max_steps
         info = {SCORE_INFO_KEY: score, "admissible": admissible, "bought": bought, "task_type": self._task.task_type}
-        return StepResult(page_text(raw, self.engine.instruction), WIN_REWARD if won else 0.0, self._done, won, info)
+        return StepResult(page_text(raw, self.engine.instruction), WIN_REWARD if won else 0.0, bought, won, info)
 
     def task_description(self) -> str:
         return " ".join(self.engine.instruction.split()).rstrip(".")

@@ -1,8 +1,13 @@
-"""Batched multi-turn rollout: GRPO groups of episodes played step by step with one generation call per step.
+"""The one episode loop, ``play_episodes``, and the batched multi-turn policy rollout on it (GRPO groups).
+
+The loop steps a batch of episodes until each env says ``done`` (``TimeLimit`` in ``seed_core.envs.base``
+owns ``env.max_steps``; the loop has no limit of its own). An *actor* ``act(active, prompts, t)`` answers
+each step: the policy (``rollout``, for RL, collect and evaluation: one ``backend.generate`` call per step,
+seed ``seed * 1000 + t``) or the expert (``seed_core.rollout.expert``).
 
 Every environment step becomes one ``StepRecord`` (seed-algorithm.md §1.1): the prompt is the env's
 template over a window of the last ``history_length`` (observation, action) pairs, the response is the
-model's generation for that step only. The ``group_size`` episodes of a task share ``group_id`` and
+actor's answer for that step only. The ``group_size`` episodes of a task share ``group_id`` and
 seed (they play the same game); finished episodes stop early and leave the batch.
 
 Episode-level fields repeated on every step: ``episode_return`` (sum of rewards), ``success`` (won at
@@ -13,19 +18,21 @@ WebShop's purchase score; ``None`` for envs that report none, see ``seed_core.ty
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from itertools import count
+from typing import Any, Callable, Sequence
 
 from tqdm.auto import tqdm
 
 from seed_core.config import EnvConfig
 from seed_core.envs import make_env
-from seed_core.envs.base import TextEnv
+from seed_core.envs.base import TextEnv, TimeLimit
+from seed_core.rollout.completion import Completion
 from seed_core.skill_insert import insert_episode_skill
 from seed_core.types import HistoryItem, StepRecord, Task
 
 
 @dataclass
-class _Episode:
+class Episode:
     task: Task
     group_id: str
     traj_id: str
@@ -38,8 +45,17 @@ class _Episode:
     won: bool = False
     score: float | None = None
 
+    @classmethod
+    def start(cls, env_cfg: EnvConfig, task: Task, group_id: str, j: int = 0, skill: str = "") -> Episode:
+        """Episode ``j`` of ``group_id``: a fresh env reset to ``task`` (trajectory id ``<group_id>/<j>``)."""
+        env = make_env(env_cfg)
+        return cls(task, group_id, f"{group_id}/{j}", env, env.reset(task), skill)
 
-def _finish(ep: _Episode) -> list[StepRecord]:
+
+Actor = Callable[[list[Episode], list[str], int], Sequence[Completion]]  # one completion per active episode
+
+
+def _finish(ep: Episode) -> list[StepRecord]:
     episode_return = float(sum(s["reward"] for s in ep.steps))
     return [
         StepRecord(**s, episode_return=episode_return, success=ep.won, episode_length=len(ep.steps), score=ep.score)
@@ -69,17 +85,23 @@ def rollout(
     """
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
-    episodes: list[_Episode] = []
-    for task in tasks:
-        group_id = f"{group_tag}{task.task_id}"
-        for j in range(group_size):
-            env = make_env(env_cfg)
-            obs = env.reset(task)
-            skill = (skills or {}).get(task.task_id, "")
-            episodes.append(_Episode(task, group_id, f"{group_id}/{j}", env, obs, skill))
+    episodes = [Episode.start(env_cfg, task, f"{group_tag}{task.task_id}", j, (skills or {}).get(task.task_id, ""))
+                for task in tasks for j in range(group_size)]
 
+    def act(active: list[Episode], prompts: list[str], t: int) -> Sequence[Completion]:
+        return backend.generate(prompts, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed * 1000 + t)
+
+    return play_episodes(env_cfg, episodes, act, policy_version, progress)
+
+
+def play_episodes(env_cfg: EnvConfig, episodes: list[Episode], act: Actor, policy_version: str,
+                  progress: bool = False) -> list[StepRecord]:
+    """Step every episode until its env says ``done``; the records, episode by episode. An env that does not
+    subclass ``TimeLimit`` is refused: nothing would end it. (``env.max_steps`` sizes the progress bar only.)"""
+    if bad := [type(ep.env).__name__ for ep in episodes if not isinstance(ep.env, TimeLimit)]:
+        raise TypeError(f"play_episodes: {bad[0]} does not subclass seed_core.envs.base.TimeLimit (env.max_steps)")
     bar = tqdm(total=env_cfg.max_steps, desc="rollout", unit="step", disable=not progress, leave=False)
-    for t in range(env_cfg.max_steps):
+    for t in count():
         active = [ep for ep in episodes if not ep.done]
         if not active:
             break
@@ -88,27 +110,23 @@ def rollout(
             window = ep.history[-env_cfg.history_length:] if env_cfg.history_length > 0 else []
             prompt = ep.env.build_prompt(ep.observation, window, t)
             prompts.append(insert_episode_skill(prompt, ep.skill) if ep.skill else prompt)
-        completions = backend.generate(
-            prompts, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed * 1000 + t
-        )
-        for ep, prompt, comp in zip(active, prompts, completions):
+        for ep, prompt, comp in zip(active, prompts, act(active, prompts, t), strict=True):
             parsed = ep.env.parse_action(comp.text)
             result = ep.env.step(parsed.action)
-            done = result.done or t == env_cfg.max_steps - 1
             ep.steps.append(dict(
                 env=ep.task.env, split=ep.task.split, task_id=ep.task.task_id,
                 task_type=ep.task.task_type, seed=ep.task.seed, group_id=ep.group_id,
                 traj_id=ep.traj_id, step=t, observation=ep.observation, prompt=prompt,
                 response=comp.text, response_ids=list(comp.token_ids),
                 sampling_logprobs=[float(x) for x in comp.logprobs], action=parsed.action,
-                format_valid=parsed.valid, reward=float(result.reward), done=done,
+                format_valid=parsed.valid, reward=float(result.reward), done=result.done,
                 policy_version=policy_version,
             ))
             ep.history.append(HistoryItem(step=t, observation=ep.observation, action=parsed.action))
             ep.observation = result.observation
             ep.won = ep.won or result.won
             ep.score = result.score if result.score is not None else ep.score
-            ep.done = done
+            ep.done = result.done
         bar.update(1)
         bar.set_postfix(active=len(active), won=sum(ep.won for ep in episodes))
     bar.close()

@@ -1,8 +1,13 @@
 from dataclasses import dataclass
 
+import pytest
+
 from seed_core.config import EnvConfig
 from seed_core.envs import make_env
+from seed_core.envs.base import TimeLimit
 from seed_core.rollout.collector import group_by_trajectory, rollout, rollout_metrics
+from seed_core.rollout.expert import play_expert
+from seed_core.types import ParsedAction, StepResult, Task
 
 
 @dataclass(frozen=True)
@@ -63,3 +68,79 @@ def test_skill_is_inserted_into_every_prompt():
                       policy_version="v0", skills={tasks[0].task_id: "push boxes away from walls"})
     assert all("[push boxes away from walls]" in r.prompt for r in records)
     assert all("Episode-Level Skill" in p for call in backend.calls for p in call)
+
+
+class Countdown(TimeLimit):
+    """Terminal after ``task.seed`` steps; ``seed = 0`` is never terminal, so only ``TimeLimit`` ends it, at the
+    env's own limit: 2 steps more than the config the loop was given (the loop must not cut it short)."""
+
+    name = "countdown"
+
+    def __init__(self, cfg: EnvConfig) -> None:
+        self.cfg = cfg.model_copy(update={"max_steps": cfg.max_steps + 2})
+
+    def _reset(self, task: Task) -> str:
+        self.task = task
+        return "start"
+
+    def build_prompt(self, observation, history, step):
+        return f"{observation} at {step}"
+
+    def parse_action(self, response):
+        return ParsedAction(response, True)
+
+    def _step(self, action):
+        terminal = self._steps + 1 == self.task.seed
+        return StepResult(f"after {self._steps + 1}", 1.0, terminal, terminal)
+
+    def expert_action(self):
+        return "go"
+
+    def format_response(self, action):
+        return action
+
+
+class Endless:
+    """Never done, and no ``TimeLimit``: the loop must refuse it (this fails rather than hangs if it does not)."""
+
+    def __init__(self, cfg: EnvConfig) -> None:
+        self.cfg, self.calls = cfg, 0
+
+    def reset(self, task: Task) -> str:
+        return "start"
+
+    def step(self, action):
+        self.calls += 1
+        assert self.calls < 50, "the loop kept stepping an env that never ends"
+        return StepResult("again", 0.0, False, False)
+
+    build_prompt, parse_action = Countdown.build_prompt, Countdown.parse_action
+    expert_action, format_response = Countdown.expert_action, Countdown.format_response
+
+
+TASKS = [Task(env="countdown", task_id="early", seed=2, split="train"),
+         Task(env="countdown", task_id="late", seed=0, split="train")]
+PLAYERS = {
+    "policy": lambda cfg: rollout(cfg, TASKS, ScriptedBackend("go"), group_size=1, temperature=1.0, max_new_tokens=4,
+                                  seed=0, policy_version="v0", progress=False),
+    "expert": lambda cfg: play_expert(cfg, TASKS),
+}
+
+
+@pytest.mark.parametrize("player", PLAYERS)
+def test_one_loop_stops_exactly_when_the_env_says_done(player: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Policy and expert both play through play_episodes: a terminal at step 2 ends 'early', the env's TimeLimit
+    (7 steps) ends 'late'; the loop adds no limit of its own (breaking the shared loop fails both players)."""
+    monkeypatch.setattr("seed_core.rollout.collector.make_env", Countdown)
+    trajs = group_by_trajectory(PLAYERS[player](EnvConfig(name="sokoban", max_steps=5)))
+    early, late = (next(s for t, s in trajs.items() if t.endswith(f"{name}/0")) for name in ("early", "late"))
+    assert [r.done for r in early] == [False, True] and early[0].success and early[0].episode_length == 2
+    assert [r.done for r in late] == [False] * 6 + [True] and not late[0].success and late[0].episode_length == 7
+    assert [r.observation for r in late] == ["start"] + [f"after {k}" for k in range(1, 7)]
+
+
+@pytest.mark.parametrize("player", PLAYERS)
+def test_an_env_outside_time_limit_is_refused(player: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("seed_core.rollout.collector.make_env", Endless)
+    with pytest.raises(TypeError, match="Endless does not subclass seed_core.envs.base.TimeLimit"):
+        PLAYERS[player](EnvConfig(name="sokoban", max_steps=5))
