@@ -1,8 +1,8 @@
 """The Prefect UI deployment: trigger or schedule a versioned pipeline run with parameters.
 
-``seed serve`` (or ``python -m flows.serve``) registers ``seed-pipeline/ui`` on the Prefect server
+``seed serve`` (or ``python -m seed_app.serve``) registers ``seed-pipeline/ui`` on the Prefect server
 (``seed ui`` starts one) and runs what the UI triggers. Every run is a DVC experiment
-(``flows.launch.run_pipeline``), so its params, data and metrics are versioned. ``global_limit=1``:
+(``seed_app.dvc_run.run_pipeline``), so its params, data and metrics are versioned. ``global_limit=1``:
 one run at a time, because concurrent ``dvc exp run`` in one workspace corrupts results (pitfall 18).
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from prefect import flow
 
-from flows.launch import run_pipeline
+from seed_app.dvc_run import run_pipeline
 
 
 @flow(name="seed-pipeline", log_prints=True)

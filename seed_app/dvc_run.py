@@ -23,7 +23,7 @@ from prefect.runtime import flow_run
 
 from flows.common import PARENT_RUN_VAR, PIPELINE_FLOW_RUN_VAR, add_flow_run_tags, eval_methods, pipeline_tag
 from flows.results import log_results, publish_prefect, publish_stage_runs
-from flows.services import prefect_api
+from seed_app.services import prefect_api
 from seed_core import timing
 from seed_core.config import project_root
 from seed_core.loader import load_config
@@ -142,14 +142,14 @@ def experiment_id(tracker: Any) -> str | None:
 def ui_links(run: PipelineRun) -> dict[str, str]:
     """``MLflow run`` / ``Prefect flow run`` URLs for the servers that are up (``seed ui``'s, or the
     http tracking URI); the Prefect link is to ``seed ui``'s server, which serves the same database as a
-    temporary one (``flows.services.prefect_home``)."""
-    from flows import results, services
+    temporary one (``flows.servers.prefect_home``)."""
+    from flows import results, servers
 
     links: dict[str, str] = {}
     base = results.mlflow_ui()
     if base and run.mlflow_run_id and run.mlflow_experiment_id:
         links["MLflow run"] = results.mlflow_run_url(base, run.mlflow_experiment_id, run.mlflow_run_id)
-    prefect_base = services.ui_url("prefect")
+    prefect_base = servers.ui_url("prefect")
     if prefect_base and run.prefect_flow_run_id:
         links["Prefect flow run"] = results.prefect_flow_run_url(f"{prefect_base}/api", run.prefect_flow_run_id)
     return links
