@@ -386,8 +386,8 @@ class SeedConfig(Section):
     tracking: TrackingConfig = TrackingConfig()
     testbed: TestbedConfig = TestbedConfig()
     sweep: SweepConfig = SweepConfig()
-    _source: Any = PrivateAttr(None)
-    """The params file and overrides ``seed_core.loader`` made this config from (None: built in code)."""
+    _source: tuple[Path, dict[str, Any]] | None = PrivateAttr(None)
+    """(params file, overrides) that ``seed_core.loader`` made this config from; None: built in code."""
 
     def __eq__(self, other: object) -> bool:  # the values only, not where they came from
         return isinstance(other, SeedConfig) and self.__dict__ == other.__dict__
