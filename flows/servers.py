@@ -1,12 +1,7 @@
-"""The local servers as flow processes see them: detached servers on 127.0.0.1 (start, wait until healthy,
-stop by PID group) and which Prefect server a stage process reports to.
-
-A DVC stage process (``flows/__init__.py``) reports to ``seed ui``'s Prefect server when it is up (``ui_url``),
-else to the project's Prefect database (``prefect_home``) through one temporary server shared by the stages
-of its ``dvc repro`` (``repro_prefect_api``). ``seed_app.services`` starts ``seed ui``'s servers with the same
-``start`` / ``stop``. PIDs, URLs and logs live in ``.tmp/ui/`` (git-ignored), so ``seed ui --stop`` ends exactly
-what ``seed ui`` started.
-"""
+"""Local servers as flow processes use them: detached on 127.0.0.1 (``start``, ``healthy``, ``stop`` by PID group;
+PIDs, URLs and logs in the git-ignored ``.tmp/ui/``), and the Prefect server a DVC stage process reports to
+(``use_project_prefect``): ``seed ui``'s, else one temporary server on the project's database shared by the
+stages of one ``dvc repro``. ``seed_app.services`` starts ``seed ui``'s servers with them."""
 
 from __future__ import annotations
 
@@ -34,8 +29,7 @@ DEFAULT_PORTS = {"prefect": 4200, "mlflow": 5000}
 
 
 def prefect_server(port: int | None = None) -> tuple[list[str], str, str]:
-    """(command, health URL, UI URL) of a Prefect server on 127.0.0.1:``port`` (None: a free port), run by the
-    ``prefect`` beside this interpreter."""
+    """(command, health URL, UI URL) of this interpreter's Prefect server on 127.0.0.1:``port`` (None: any free)."""
     if port is None:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
@@ -133,8 +127,7 @@ def use_project_prefect() -> str:
     Under ``dvc repro`` / ``dvc exp run`` the stages of one DVC process share that temporary server
     (``repro_prefect_api``): Prefect 3 would otherwise start a server per stage process (~8 s each on 2 cores).
     """
-    url = ui_url("prefect")
-    if url:
+    if url := ui_url("prefect"):
         os.environ["PREFECT_API_URL"] = f"{url}/api"
         return os.environ["PREFECT_API_URL"]
     os.environ["PREFECT_HOME"] = str(prefect_home())

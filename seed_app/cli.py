@@ -80,24 +80,21 @@ def run(preset: Annotated[Optional[Path], typer.Option(help="a params file from 
     overrides = parse_overrides(set_ or [])
     with pipeline_errors():
         loader.load_config(preset or project_root() / "params.yaml", overrides or None)  # stop before any server starts
+        links = None  # nothing stale: no run, so no links
         if not (preset or overrides or name) and up_to_date(project_root()):
             typer.echo("seed: every stage is up to date (dvc status), nothing to run; no new MLflow or Prefect run "
                        "is recorded (the runs that made these outputs hold them). The table:")
-            table()
-            from flows.results import reference_verdict
+        else:
+            from seed_app.dvc_run import run_in_flow
 
-            typer.echo(reference_verdict(project_root()))
-            return
-        from seed_app.dvc_run import run_in_flow
-
-        result = run_in_flow(preset, overrides, name)
+            links = run_in_flow(preset, overrides, name).links
     table()
     from flows.results import reference_verdict
 
     typer.echo(reference_verdict(project_root()))
-    for label, url in result.links.items():
+    for label, url in (links or {}).items():
         typer.echo(f"{label}: {url}")
-    if not result.links:
+    if links == {}:
         typer.echo("seed: `seed ui` shows this run in Prefect and MLflow")
 
 
@@ -177,14 +174,14 @@ def ui(prefect_port: int = 4200, mlflow_port: int = 5000,
 def serve() -> None:
     """Serve the `seed-pipeline/ui` deployment (trigger and schedule runs from the Prefect UI)."""
     from flows.servers import healthy
-    from seed_app.serve import main
+    from seed_app.dvc_run import serve_deployment
 
     url = endpoint_env("PREFECT_API_URL") or "http://127.0.0.1:4200/api"
     if not healthy(f"{url}/health"):
         typer.echo(f"seed: no Prefect server at {url}; start one with `seed ui` (or set PREFECT_API_URL)", err=True)
         raise typer.Exit(2)
     os.environ["PREFECT_API_URL"] = url  # served runs report to that server
-    main()
+    serve_deployment()
 
 
 @app.command()

@@ -1,5 +1,5 @@
-"""``seed ui``'s Prefect and MLflow servers on 127.0.0.1 (started detached, stopped by PID with
-``flows.servers``) and the Prefect API of a pipeline run: ``seed ui``'s server or a temporary one."""
+"""``seed ui``'s Prefect and MLflow servers on 127.0.0.1 (``flows.servers`` starts them detached and stops them by
+PID: ``seed ui --stop`` ends exactly what ``seed ui`` started) and a pipeline run's Prefect API (``prefect_api``)."""
 
 from __future__ import annotations
 
