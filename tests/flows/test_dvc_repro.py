@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-PROJECT_FILES = ("seed_core", "flows", "tasks", "dvc.yaml", ".dvcignore", ".dvc/config", ".dvc/.gitignore",
+PROJECT_FILES = ("seed_core", "tasks", "flows", "seed_app", "dvc.yaml", ".dvcignore", ".dvc/config", ".dvc/.gitignore",
                  ".gitignore", "pyproject.toml")
 
 
