@@ -2,7 +2,7 @@
 
     python benchmarks/learning.py [--project DIR] [--seeds 5] [--out benchmarks/results/learning.json]
 
-Runs ``python -m flows.cli sweep --seeds N`` in ``--project`` (a checkout; default this one), which is the
+Runs ``python -m seed_app.cli sweep --seeds N`` in ``--project`` (a checkout; default this one), which is the
 DVC sweep (``sweep/dvc.yaml``: one cell per seed, then the report), and copies its ``learning.json`` with
 ``wall_s`` (the whole command, including a ``prepare_model`` that was not cached yet) and ``machine``
 added. Shape: ``{"setting", "wall_s", "methods": {m: {per_seed, mean, ci95, iqm, n}}, "comparisons":
@@ -30,7 +30,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "learning.json")
     args = parser.parse_args()
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "flows.cli", "sweep", "--seeds", str(args.seeds)], cwd=args.project,
+    subprocess.run([sys.executable, "-m", "seed_app.cli", "sweep", "--seeds", str(args.seeds)], cwd=args.project,
                    check=True)
     wall = time.perf_counter() - start
     summary = json.loads((args.project / "reports" / "sweep" / "learning.json").read_text())

@@ -143,7 +143,7 @@ def run_seed(copy: Path, timing_dir: Path) -> dict[str, Any]:
                     "DVC_SITE_CACHE_DIR": str(copy / ".dvc" / "tmp" / "site-cache"), "SEED_TIMING_DIR": str(timing_dir)}
     before = write_bytes()
     t0 = timing_now()
-    proc = subprocess.run([sys.executable, "-m", "flows.cli", "run"], cwd=copy, env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "seed_app.cli", "run"], cwd=copy, env=env, capture_output=True,
                           text=True)
     t1 = timing_now()
     leaked = reap_orphans()

@@ -5,7 +5,7 @@
 * **Import time per stage process**: the wall time of a fresh ``python -c "import M"`` for each module that
   a DVC stage runs (``flows.<stage>``) and for the engine's stage modules, median (and min/max) of
   ``--repeats`` interleaved runs. Interpreter start-up alone (``python -c pass``) is reported beside them.
-* **Lines of non-test Python** in ``seed_core/``, ``flows/`` and ``tasks/`` (blank lines included, as ``wc -l``).
+* **Lines of non-test Python** in ``seed_core/``, ``tasks/``, ``flows/``, ``seed_app/`` (blank lines in: ``wc -l``).
 
 The duplicate finder's pair count comes from the library's ``duplicates`` command and is noted by hand.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FLOW_STAGES = ("prepare_model", "generate_alfworld", "collect", "annotate", "sft", "rl", "evaluate", "report")
-PACKAGES = ("seed_core", "flows", "tasks")
+PACKAGES = ("seed_core", "tasks", "flows", "seed_app")
 
 
 def engine_modules() -> list[str]:

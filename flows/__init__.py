@@ -1,5 +1,5 @@
-"""Prefect flows: one per DVC stage (``python -m flows.<stage>``), the in-process ``pipeline``, the
-DVC-driving ``launch`` used by the ``seed`` CLI and the served UI deployment (``serve``).
+"""Prefect flows: one per DVC stage (``python -m flows.<stage>``) and the in-process ``pipeline``, with their
+glue (``common``), the results published where users look (``results``) and the local servers (``servers``).
 
 Inside a DVC stage process (``$DVC_STAGE`` set) without ``$PREFECT_API_URL``, i.e. a plain ``dvc repro``,
 this package points Prefect at ``seed ui``'s server when it is up, else at the project's own database
@@ -10,6 +10,6 @@ in the history instead of dying with a temporary database.
 import os as _os
 
 if _os.environ.get("DVC_STAGE") and not _os.environ.get("PREFECT_API_URL"):
-    from flows.services import use_project_prefect as _use_project_prefect
+    from flows.servers import use_project_prefect as _use_project_prefect
 
     _use_project_prefect()

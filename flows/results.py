@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from flows import services
+from flows import servers
 from seed_core.config import endpoint_env
 from seed_core.stages.report import TABLE_ARTIFACT, headline_metrics
 from seed_core.tracking import Tracker
@@ -98,8 +98,8 @@ def mlflow_ui() -> str | None:
     """Base URL of a live MLflow UI for this project's store: an http tracking URI, else ``seed ui``'s server."""
     uri = endpoint_env("MLFLOW_TRACKING_URI") or ""
     if uri.startswith(("http://", "https://")):
-        return uri.rstrip("/") if services.healthy(f"{uri.rstrip('/')}/health") else None
-    return services.ui_url("mlflow")
+        return uri.rstrip("/") if servers.healthy(f"{uri.rstrip('/')}/health") else None
+    return servers.ui_url("mlflow")
 
 
 def mlflow_run_url(base: str, experiment_id: str, run_id: str) -> str:

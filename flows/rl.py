@@ -2,7 +2,7 @@
 
 One task and one MLflow child run per round; a rerun resumes after the last finished round
 (``round_XXX/DONE``) when the config and starting checkpoint are unchanged, else starts over. With
-``project.accelerate_config`` the rounds run in one ``accelerate launch`` first and are then logged.
+``project.accelerate_config`` the rounds run in one ``accelerate launch`` first (``rl_launch``), then logged.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from seed_core.algorithms import effective_config
 from seed_core import timing
 from seed_core.loader import load_config
 from seed_core.tracking import open_run
-from tasks.launch import is_launched
 from tasks.rl import rl_finalize, rl_launch, rl_round
 
 
@@ -32,8 +31,7 @@ def rl_flow(params_path: Path = Path("params.yaml"), algorithm: str = "seed",
     key = resume_key(cfg, init)
     reset_stale_rounds(out, key)  # the pipeline starts over on a change; the engine alone would refuse
     with stage_run(cfg, f"rl-{algorithm}", "rl", [init], parent_run_id) as tracker:
-        if is_launched(cfg):  # multi-process: all rounds in one launch; the loop below then only logs them
-            rl_launch(cfg, init, out)
+        rl_launch(cfg, init, out)  # launched: every round now, which the loop below then only reads back and logs
         start, durations = time.monotonic(), []
         for i in range(cfg.rl.rounds):
             resumed = (out / f"round_{i:03d}" / "DONE").is_file()

@@ -1,6 +1,6 @@
 """Which code each dvc.yaml stage can import: a static ``ast`` scan of ``import`` statements (module level
 and inside functions; ``if TYPE_CHECKING:`` bodies do not run and do not count), transitively from the
-stage's ``python -m flows.<stage>`` entry point over seed_core / flows / tasks.
+stage's ``python -m flows.<stage>`` entry point over our packages (``PACKAGES``).
 
     python scripts/dvc_deps.py            # print, per stage, the smallest list of files/dirs covering it
     python scripts/dvc_deps.py --write    # rewrite those deps in dvc.yaml in place (data deps are kept)
@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("seed_core", "flows", "tasks")
+PACKAGES = ("seed_core", "tasks", "flows", "seed_app")
 
 
 def module_file(name: str) -> Path | None:

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 
 class ConfigError(ValueError):
@@ -386,6 +386,11 @@ class SeedConfig(Section):
     tracking: TrackingConfig = TrackingConfig()
     testbed: TestbedConfig = TestbedConfig()
     sweep: SweepConfig = SweepConfig()
+    _source: tuple[Path, dict[str, Any]] | None = PrivateAttr(None)
+    """(params file, overrides) that ``seed_core.loader`` made this config from; None: built in code."""
+
+    def __eq__(self, other: object) -> bool:  # the values only, not where they came from
+        return isinstance(other, SeedConfig) and self.__dict__ == other.__dict__
 
 
 def dump_resolved(cfg: SeedConfig, path: str | Path) -> Path:

@@ -3,6 +3,7 @@ overrides, checked against the schema (``seed_core.config``), then against the r
 ``python -m flows.<stage> --params``, ``python -m seed_core.stages.<stage> --config --set`` and ``with_overrides``.
 Errors name each bad key, its value, the allowed values and its origin: the file or the override's flag.
 The registries load torch, so ``registry_fields`` imports them only when a config is checked.
+A loaded config keeps its params file and overrides, so another process can load it again (``source_args``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import json
 from pathlib import Path
 from typing import Any, Iterable, Iterator, get_args, get_origin
 
@@ -165,11 +167,25 @@ def validate_config(data: dict[str, Any], source: str = "the config", overrides:
 
 
 def with_overrides(cfg: SeedConfig, overrides: dict[str, Any], origin: str = "-S") -> SeedConfig:
-    """A copy of ``cfg`` with dotted-key overrides applied (``{"rl.opd_coef": 0.02}``), re-validated.
+    """A copy of ``cfg`` with dotted-key overrides applied (``{"rl.opd_coef": 0.02}``), re-validated; a loaded
+    config's source gets them too (a key set again moves to the end: applied in order, they give this config).
 
     ``origin`` names where the overrides came from in error messages (``-S``, ``--set``, ``--algorithm``)."""
     data = apply_overrides(cfg.model_dump(), overrides, origin)
-    return validate_config(data, source="the config", overrides=overrides, origin=origin)
+    out = validate_config(data, source="the config", overrides=overrides, origin=origin)
+    if cfg._source:
+        out._source = (cfg._source[0], {**{k: v for k, v in cfg._source[1].items() if k not in overrides}, **overrides})
+    return out
+
+
+def source_args(cfg: SeedConfig) -> list[str]:
+    """``--config <params file> --set KEY=VALUE ...`` that load ``cfg`` again in an engine entry point
+    (``config_from_args``), each value as JSON, which YAML 1.2 reads back exactly."""
+    if cfg._source is None:
+        raise ConfigError("this config was built in code, not loaded from a params file, so a launched stage "
+                          "(project.accelerate_config) cannot load it: use load_config(<params file>, <overrides>)")
+    path, overrides = cfg._source
+    return ["--config", str(path), *(arg for k, v in overrides.items() for arg in ("--set", f"{k}={json.dumps(v)}"))]
 
 
 def describe_source(path: Path) -> str:
@@ -197,9 +213,9 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None, origi
         raise ConfigError(f"{source} must hold a mapping of sections, got {type(data).__name__}")
     if overrides:
         data = apply_overrides(data, overrides, origin)
-    return validate_config(data, source=source, overrides=overrides, origin=origin)
-
-
+    cfg = validate_config(data, source=source, overrides=overrides, origin=origin)
+    cfg._source = (path.resolve(), dict(overrides or {}))
+    return cfg
 
 
 def stage_parser(description: str) -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""Tasks of the rl stage: one RL round (resumable: a finished round is skipped) and the final summary."""
+"""Tasks of the rl stage: all rounds in one launch (accelerate), one RL round (resumable) and the final summary."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from prefect.cache_policies import NO_CACHE
 
 from seed_core import timing
 from seed_core.config import SeedConfig
+from seed_core.stages.launch import run_stage
 from seed_core.tracking import Tracker
 
 _CARRIES: dict[str, Any] = {}
@@ -28,29 +29,23 @@ def rl_round(cfg: SeedConfig, round_idx: int, init_checkpoint: Path, out_dir: Pa
     with timing.span("imports"):  # the stage module (torch, transformers) on first use
         from seed_core.io import read_metrics
         from seed_core.stages.rl import RoundCarry, round_dir, run_rl_round
-    from tasks.launch import is_launched, run_launched
-
-    if not is_launched(cfg):
-        carry = _CARRIES.setdefault(f"{Path(out_dir).resolve()}|{fingerprint}", RoundCarry())
-        with timing.span("engine"):
-            return run_rl_round(cfg, round_idx, init_checkpoint, out_dir, tracker=tracker, fingerprint=fingerprint,
-                                carry=carry)
-    done = round_dir(out_dir, round_idx)
-    if not (done / "DONE").is_file():  # normally `rl_launch` ran every round already
-        run_launched(cfg, "seed_core.stages.rl", out_dir, ["--init", str(init_checkpoint), "--out", str(out_dir),
-                                                     "--round", str(round_idx)])
-    metrics = read_metrics(done / "metrics.json")
-    tracker.log_metrics(metrics, step=round_idx)
+    key, done = f"{Path(out_dir).resolve()}|{fingerprint}", round_dir(out_dir, round_idx)
+    args = ["--init", str(init_checkpoint), "--out", str(out_dir), "--round", str(round_idx)]
+    metrics = run_stage(cfg, "seed_core.stages.rl", args, lambda: run_rl_round(
+        cfg, round_idx, init_checkpoint, out_dir, tracker=tracker, fingerprint=fingerprint,
+        carry=_CARRIES.setdefault(key, RoundCarry())), outputs=done / "DONE")  # launched: normally by `rl_launch`
+    if metrics is None:  # launched: read the round back
+        metrics = read_metrics(done / "metrics.json")
+        tracker.log_metrics(metrics, step=round_idx)
     return metrics
 
 
 @task(name="rl_launch", cache_policy=NO_CACHE)
 def rl_launch(cfg: SeedConfig, init_checkpoint: Path, out_dir: Path) -> None:
-    """With ``project.accelerate_config``: every unfinished round in ONE ``accelerate launch`` (the
-    processes, and their vLLM engines, start once per stage, not once per round)."""
-    from tasks.launch import run_launched
-
-    run_launched(cfg, "seed_core.stages.rl", out_dir, ["--init", str(init_checkpoint), "--out", str(out_dir)])
+    """With ``project.accelerate_config``: every unfinished round in ONE ``accelerate launch`` (the processes, and
+    their vLLM engines, start once per stage, not once per round), which the round tasks then read back.
+    In-process it returns at once: each round runs in its own task."""
+    run_stage(cfg, "seed_core.stages.rl", ["--init", str(init_checkpoint), "--out", str(out_dir)], lambda: None)
 
 
 @task(name="rl_finalize", cache_policy=NO_CACHE)

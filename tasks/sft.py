@@ -9,6 +9,7 @@ from prefect.cache_policies import NO_CACHE
 
 from seed_core import timing
 from seed_core.config import SeedConfig
+from seed_core.stages.launch import run_stage
 from seed_core.tracking import Tracker
 
 
@@ -20,13 +21,11 @@ def sft(cfg: SeedConfig, model_dir: Path, annotate_dir: Path, collect_dir: Path,
     with timing.span("imports"):  # the stage module (torch, transformers) on first use
         from seed_core.stages.sft import run_sft
         from seed_core.io import read_metrics
-    from tasks.launch import is_launched, run_launched
-
-    if not is_launched(cfg):
-        with timing.span("engine"):
-            return run_sft(cfg, model_dir, annotate_dir, out_dir, tracker=tracker, collect_dir=collect_dir)
-    run_launched(cfg, "seed_core.stages.sft", out_dir, ["--model", str(model_dir), "--annotate", str(annotate_dir),
-                                                  "--collect", str(collect_dir), "--out", str(out_dir)])
-    metrics = read_metrics(out_dir / "metrics.json")
-    tracker.log_metrics(metrics)
+    args = ["--model", str(model_dir), "--annotate", str(annotate_dir), "--collect", str(collect_dir), "--out",
+            str(out_dir)]
+    metrics = run_stage(cfg, "seed_core.stages.sft", args, lambda: run_sft(
+        cfg, model_dir, annotate_dir, out_dir, tracker=tracker, collect_dir=collect_dir))
+    if metrics is None:  # launched: read the outputs back
+        metrics = read_metrics(out_dir / "metrics.json")
+        tracker.log_metrics(metrics)
     return metrics

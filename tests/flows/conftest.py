@@ -97,4 +97,4 @@ def repro_run(repro_project: tuple[Path, dict[str, str]]) -> subprocess.Complete
     from tests.flows.test_dvc_repro import _run
 
     root, env = repro_project
-    return _run([sys.executable, "-m", "flows.cli", "run"], root, env)
+    return _run([sys.executable, "-m", "seed_app.cli", "run"], root, env)

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-PROJECT_FILES = ("seed_core", "flows", "tasks", "dvc.yaml", ".dvcignore", ".dvc/config", ".dvc/.gitignore",
+PROJECT_FILES = ("seed_core", "tasks", "flows", "seed_app", "dvc.yaml", ".dvcignore", ".dvc/config", ".dvc/.gitignore",
                  ".gitignore", "pyproject.toml")
 
 
@@ -97,7 +97,7 @@ def test_a_no_op_seed_run_starts_nothing_and_prints_the_table(project, first_run
     import mlflow
 
     root, env = project
-    again = _run([sys.executable, "-m", "flows.cli", "run"], root, env)
+    again = _run([sys.executable, "-m", "seed_app.cli", "run"], root, env)
     assert "every stage is up to date" in again.stdout and "| SEED-static |" in again.stdout
     assert "Running stage" not in again.stdout + again.stderr
     client = mlflow.MlflowClient(mlflow_uri)
@@ -114,6 +114,6 @@ def test_a_no_op_seed_run_starts_nothing_and_prints_the_table(project, first_run
 
 
 def cli_up_to_date(root: Path) -> bool:
-    return subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from flows.cli import "
+    return subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from seed_app.cli import "
                            "up_to_date; sys.exit(0 if up_to_date(Path(sys.argv[1])) else 1)", str(root)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300).returncode == 0

@@ -10,9 +10,9 @@ import pytest
 import typer
 import yaml
 
-from flows.cli import parse_overrides
 from flows.common import parse_args
-from flows.launch import dvc_command, run_pipeline
+from seed_app.cli import parse_overrides
+from seed_app.dvc_run import dvc_command, run_pipeline
 from seed_core.config import ConfigError, project_root
 
 

@@ -14,8 +14,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from flows import launch, services
+from flows import servers
 from flows.results import RESULTS_KEY, RESULTS_TABLE_KEY, mlflow_run_url, prefect_flow_run_url, table_rows
+from seed_app import dvc_run
 from seed_core.config import project_root
 
 matplotlib.use("Agg")
@@ -70,7 +71,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mlflow_uri: str) ->
     params = yaml.safe_load((project_root() / "params.yaml").read_text())
     params["tracking"]["experiment"] = "results-test"
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    monkeypatch.setattr(launch, "project_root", lambda: tmp_path)
+    monkeypatch.setattr(dvc_run, "project_root", lambda: tmp_path)
     real_run = subprocess.run
     calls: list[list[str]] = []
 
@@ -84,7 +85,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mlflow_uri: str) ->
 
     monkeypatch.setattr(subprocess, "run", fake_run)
     urls = {"mlflow": "http://127.0.0.1:5999", "prefect": "http://127.0.0.1:4299"}
-    monkeypatch.setattr(services, "ui_url", lambda name: urls[name])
+    monkeypatch.setattr(servers, "ui_url", lambda name: urls[name])
     return tmp_path
 
 
@@ -92,8 +93,8 @@ def test_pipeline_run_publishes_the_table_to_prefect_and_mlflow(project: Path, m
     import mlflow
     from prefect.artifacts import Artifact
 
-    first = launch.pipeline_run_flow()
-    run = launch.pipeline_run_flow()  # a second run: the keyed artifact's latest is the new table
+    first = dvc_run.pipeline_run_flow()
+    run = dvc_run.pipeline_run_flow()  # a second run: the keyed artifact's latest is the new table
     assert run.prefect_flow_run_id and run.prefect_flow_run_id != first.prefect_flow_run_id
     assert run.metrics == {"grpo/sokoban/test/success_rate": 0.25, "seed/sokoban/test/success_rate": 0.75}
     assert run.links == {
@@ -130,19 +131,19 @@ def test_ui_urls() -> None:
 
 
 def test_seed_run_prints_the_table_and_the_ui_links(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from flows import cli
+    from seed_app import cli
 
     (tmp_path / "params.yaml").write_text((project_root() / "params.yaml").read_text())
     write_reports(tmp_path / "reports", "cli")
     monkeypatch.setattr(cli, "project_root", lambda: tmp_path)
     seen: list[Any] = []
 
-    def fake_run_in_flow(preset: Any, overrides: Any, name: Any) -> launch.PipelineRun:
+    def fake_run_in_flow(preset: Any, overrides: Any, name: Any) -> dvc_run.PipelineRun:
         seen.append((preset, overrides, name))
-        return launch.PipelineRun({}, links={"MLflow run": "http://127.0.0.1:5000/#/experiments/1/runs/r",
+        return dvc_run.PipelineRun({}, links={"MLflow run": "http://127.0.0.1:5000/#/experiments/1/runs/r",
                                              "Prefect flow run": "http://127.0.0.1:4200/runs/flow-run/f"})
 
-    monkeypatch.setattr(launch, "run_in_flow", fake_run_in_flow)
+    monkeypatch.setattr(dvc_run, "run_in_flow", fake_run_in_flow)
     result = CliRunner().invoke(cli.app, ["run", "-S", "rl.opd_coef=0.02"])
     assert result.exit_code == 0, result.output
     assert seen == [(None, {"rl.opd_coef": 0.02}, None)]
@@ -218,7 +219,7 @@ def test_stage_flow_runs_are_tagged_with_the_pipeline_run_and_linked_from_it(
     params["env"]["alfworld"]["generated_dir"] = str(project / "games")
     (project / "params.yaml").write_text(yaml.safe_dump(params))
     monkeypatch.setattr(subprocess, "run", dvc_running_a_stage)
-    run = launch.pipeline_run_flow()
+    run = dvc_run.pipeline_run_flow()
     tag = pipeline_tag(run.prefect_flow_run_id)
     with get_client(sync_client=True) as client:
         assert tag in client.read_flow_run(seen["flow_run"]).tags
@@ -255,7 +256,7 @@ def test_a_pipeline_run_publishes_one_results_artifact(project: Path, monkeypatc
         return real_run(cmd, *args, **kwargs)
 
     monkeypatch.setattr(subprocess, "run", dvc_running_the_report)
-    run = launch.pipeline_run_flow()
+    run = dvc_run.pipeline_run_flow()
     assert seen["report"]
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(

@@ -1,5 +1,5 @@
-"""flows.services and `seed ui`: a taken port fails fast and starts nothing, a failed start stops what it
-started, and pipeline runs find `seed ui`'s Prefect server or else the project's Prefect database."""
+"""flows.servers, seed_app.services and `seed ui`: a taken port fails fast and starts nothing, a failed start
+stops what it started, and pipeline runs find `seed ui`'s Prefect server or else the project's Prefect database."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from typing import Iterator
 import pytest
 from typer.testing import CliRunner
 
-from flows import services
+from flows import servers as flows_servers
+from seed_app import services
 from seed_core.config import project_root
 
 HEALTH_SERVER = """
@@ -44,8 +45,8 @@ def gone(pid: int) -> bool:
 @pytest.fixture(autouse=True)
 def ui_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """PID, log and URL files in tmp_path, not the project's .tmp/ui; default ports nobody uses."""
-    monkeypatch.setattr(services, "ui_dir", lambda: tmp_path)
-    monkeypatch.setattr(services, "DEFAULT_PORTS", {"prefect": free_port(), "mlflow": free_port()})
+    monkeypatch.setattr(flows_servers, "ui_dir", lambda: tmp_path)
+    monkeypatch.setattr(flows_servers, "DEFAULT_PORTS", {"prefect": free_port(), "mlflow": free_port()})
     return tmp_path
 
 
@@ -56,7 +57,7 @@ def health_server() -> Iterator[str]:
     proc = subprocess.Popen([sys.executable, "-c", HEALTH_SERVER, str(port)])
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 20
-    while not services.healthy(f"{url}/health"):
+    while not flows_servers.healthy(f"{url}/health"):
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.1)
     yield url
@@ -65,7 +66,7 @@ def health_server() -> Iterator[str]:
 
 
 def test_seed_ui_with_a_port_taken_exits_fast_naming_it_and_starts_nothing(ui_dir: Path) -> None:
-    from flows.cli import app
+    from seed_app.cli import app
 
     prefect_port = free_port()
     with socket.socket() as taken:
@@ -91,7 +92,7 @@ def test_a_failed_start_stops_the_servers_started_before_it(ui_dir: Path) -> Non
     with pytest.raises(RuntimeError, match="mlflow server did not become healthy"):
         services.start_all(servers)
     assert not list(ui_dir.glob("*.pid"))
-    assert not services.healthy(f"http://127.0.0.1:{good}/api/health")  # stopped (its port may sit in TIME_WAIT)
+    assert not flows_servers.healthy(f"http://127.0.0.1:{good}/api/health")  # stopped (its port may sit in TIME_WAIT)
 
 
 def test_start_all_starts_what_is_down_and_keeps_what_is_up(ui_dir: Path, health_server: str) -> None:
@@ -102,10 +103,10 @@ def test_start_all_starts_what_is_down_and_keeps_what_is_up(ui_dir: Path, health
     pids = services.start_all(servers)
     try:
         assert pids["prefect"] == "already running" and isinstance(pids["mlflow"], int)
-        assert services.ui_url("mlflow") == f"http://127.0.0.1:{port}"  # the recorded URL
+        assert flows_servers.ui_url("mlflow") == f"http://127.0.0.1:{port}"  # the recorded URL
     finally:
-        assert services.stop("mlflow") == pids["mlflow"]
-    assert gone(pids["mlflow"]) and services.ui_url("mlflow") is None
+        assert flows_servers.stop("mlflow") == pids["mlflow"]
+    assert gone(pids["mlflow"]) and flows_servers.ui_url("mlflow") is None
 
 
 def test_pipeline_runs_use_seed_ui_prefect_else_a_temporary_server(monkeypatch: pytest.MonkeyPatch,
@@ -113,13 +114,13 @@ def test_pipeline_runs_use_seed_ui_prefect_else_a_temporary_server(monkeypatch: 
     def no_start(*args: object, **kwargs: object) -> None:
         raise AssertionError("no server may start")
 
-    monkeypatch.setattr(services, "start", no_start)
+    monkeypatch.setattr(flows_servers, "start", no_start)
     monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
     with services.prefect_api() as url:
         assert url == "http://127.0.0.1:9/api"  # the configured server wins
     monkeypatch.delenv("PREFECT_API_URL")
     monkeypatch.setattr(services, "configured_prefect_api", lambda: None)
-    services.record_url("prefect", health_server)
+    flows_servers.record_url("prefect", health_server)
     with services.prefect_api() as url:
         assert url == f"{health_server}/api"  # `seed ui`'s server
 
@@ -128,10 +129,10 @@ def test_a_dvc_stage_process_reports_to_seed_ui_or_the_project_database(monkeypa
                                                                         health_server: str) -> None:
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     monkeypatch.delenv("PREFECT_HOME", raising=False)
-    assert services.use_project_prefect() == str(project_root() / ".prefect")
+    assert flows_servers.use_project_prefect() == str(project_root() / ".prefect")
     assert os.environ["PREFECT_HOME"] == str(project_root() / ".prefect")
-    services.record_url("prefect", health_server)
-    assert services.use_project_prefect() == f"{health_server}/api" == os.environ["PREFECT_API_URL"]
+    flows_servers.record_url("prefect", health_server)
+    assert flows_servers.use_project_prefect() == f"{health_server}/api" == os.environ["PREFECT_API_URL"]
 
 
 def test_the_flows_package_sets_prefect_up_before_prefect_is_imported(tmp_path: Path) -> None:
@@ -152,7 +153,7 @@ def test_the_flows_package_sets_prefect_up_before_prefect_is_imported(tmp_path: 
 
 FLOW_ON_A_TEMPORARY_SERVER = """
 from prefect import flow
-from flows.services import prefect_api
+from seed_app.services import prefect_api
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
 @flow(log_prints=True)
@@ -190,7 +191,7 @@ def test_seed_ui_prefect_on_another_port_serves_a_ui_that_calls_its_own_api(ui_d
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/ui-settings", timeout=10) as response:
             assert json.load(response)["api_url"] == f"http://127.0.0.1:{port}/api"
     finally:
-        services.stop("prefect")
+        flows_servers.stop("prefect")
 
 
 STAGE = """
@@ -228,6 +229,6 @@ def test_the_stages_of_one_dvc_repro_share_one_temporary_prefect_server(tmp_path
     assert api_one == api_two != "none" and run_one != run_two  # one server, two flow runs
     ui = project_root() / ".tmp" / "ui"
     deadline = time.monotonic() + 90
-    while services.healthy(f"{api_one}/health") or list(ui.glob(f"{services.REPRO_SERVER}-*.url")):
+    while flows_servers.healthy(f"{api_one}/health") or list(ui.glob(f"{flows_servers.REPRO_SERVER}-*.url")):
         assert time.monotonic() < deadline, f"the shared server {api_one} outlived dvc repro"
         time.sleep(0.5)  # the watcher stops it once `dvc repro` has exited, then forgets its URL

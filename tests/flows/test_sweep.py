@@ -29,7 +29,7 @@ def sweep_project(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path
 @pytest.fixture(scope="module")
 def first_sweep(sweep_project) -> subprocess.CompletedProcess[str]:
     root, env = sweep_project
-    return _run([sys.executable, "-m", "flows.cli", "sweep", "--seeds", "2"], root, env)
+    return _run([sys.executable, "-m", "seed_app.cli", "sweep", "--seeds", "2"], root, env)
 
 
 def test_sweep_writes_statistics_over_seeds(sweep_project, first_sweep) -> None:
@@ -70,7 +70,7 @@ def test_a_lost_cell_is_the_only_one_brought_back(sweep_project, first_sweep) ->
     # as if cell 1 had been killed: its outputs are gone and DVC's run-cache has nothing for it
     shutil.rmtree(root / "data" / "sweep" / "seed_1")
     shutil.rmtree(root / ".dvc" / "cache" / "runs", ignore_errors=True)
-    out = _run([sys.executable, "-m", "flows.cli", "sweep", "--seeds", "2"], root, env).stdout
+    out = _run([sys.executable, "-m", "seed_app.cli", "sweep", "--seeds", "2"], root, env).stdout
     assert "cell@1" in out  # recomputed, or restored from DVC's cache of its last finished outputs
     assert "Running stage 'sweep/dvc.yaml:cell@0'" not in out and "'sweep/dvc.yaml:cell@0' didn't change" in out
     assert (root / "data" / "sweep" / "seed_1" / "results.json").is_file()

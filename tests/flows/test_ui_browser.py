@@ -1,5 +1,5 @@
 """The results where users look, seen in a real browser (issue 16): Debian's ``chromium`` driven by
-Playwright over the Prefect and MLflow servers that ``seed ui`` starts (``flows.services``), on 127.0.0.1
+Playwright over the Prefect and MLflow servers that ``seed ui`` starts (``seed_app.services``), on 127.0.0.1
 and free ports, after the session's tiny real ``seed run`` (``repro_run`` in conftest.py).
 
 Prefect: every stage's flow run is listed, with its logs, and the latest ``seed-results`` artifact shows
@@ -49,11 +49,12 @@ def ui(repro_run: subprocess.CompletedProcess[str], tmp_path_factory: pytest.Tem
     the session's sqlite store. Yields name -> base URL; stops both (by PID) afterwards."""
     from prefect.settings import PREFECT_SERVER_DATABASE_CONNECTION_URL
 
-    from flows import services
+    from flows import servers as flows_servers
+    from seed_app import services
 
     ui_dir = tmp_path_factory.mktemp("ui")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(services, "ui_dir", lambda: ui_dir)
+        patch.setattr(flows_servers, "ui_dir", lambda: ui_dir)
         patch.setenv("PREFECT_SERVER_DATABASE_CONNECTION_URL", PREFECT_SERVER_DATABASE_CONNECTION_URL.value())
         patch.delenv("PREFECT_API_URL", raising=False)
         servers = services.server_commands(free_port(), free_port())
@@ -64,7 +65,7 @@ def ui(repro_run: subprocess.CompletedProcess[str], tmp_path_factory: pytest.Tem
             yield {name: url for name, (_, _, url) in servers.items()}
         finally:
             for name in servers:
-                services.stop(name)
+                flows_servers.stop(name)
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +122,7 @@ def rerun(repro_project: tuple[Path, dict[str, str]], repro_run: subprocess.Comp
     params["project"]["preset"] = "tiny-test-rerun"
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     start = time.perf_counter()
-    done = _run([sys.executable, "-m", "flows.cli", "run"], root, env)
+    done = _run([sys.executable, "-m", "seed_app.cli", "run"], root, env)
     print(f"\nui: report-only seed run took {time.perf_counter() - start:.1f} s")
     ran = [line for line in done.stdout.splitlines() if line.startswith("Running stage")]
     assert ran == ["Running stage 'report':"], ran

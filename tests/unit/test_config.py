@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from seed_core.config import ConfigError, SeedConfig, endpoint_env, flatten, project_root
-from seed_core.loader import load_config, parse_yaml, with_overrides
+from seed_core.loader import config_from_args, load_config, parse_yaml, source_args, stage_parser, with_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -179,3 +179,25 @@ def test_params_rewritten_by_dvc_exp_run_still_load(tmp_path):
     cfg = load_config(params)
     assert cfg.model.mixed_precision == "no" and cfg.sweep.methods == ["grpo", "seed"]
     assert with_overrides(SeedConfig(), {"model.mixed_precision": parse_yaml("no")}).model.mixed_precision == "no"
+
+
+def test_a_loaded_config_records_its_file_and_overrides_and_loads_again_from_them(tmp_path):
+    """What a launched stage gets (seed_core.stages.launch): the params file and the overrides, in the order they
+    take effect, values typed exactly as YAML 1.2 reads them back ("no" stays a string)."""
+    params = _write(tmp_path, "rl:\n  rounds: 2\n")
+    loaded = load_config(params, {"rl.algorithm": "grpo", "rl.lr": 0.5})
+    assert source_args(loaded) == ["--config", str(params.resolve()), "--set", 'rl.algorithm="grpo"',
+                                   "--set", "rl.lr=0.5"]
+    cfg = with_overrides(loaded, {"model.mixed_precision": "no", "rl.lr": 1e-5})
+    args = source_args(cfg)
+    assert args == ["--config", str(params.resolve()), "--set", 'rl.algorithm="grpo"',
+                    "--set", 'model.mixed_precision="no"', "--set", "rl.lr=1e-05"]
+    again = config_from_args(stage_parser("test").parse_args(args))
+    assert again == cfg and again.model.mixed_precision == "no" and again.rl.lr == 1e-5 and again.rl.rounds == 2
+    assert source_args(again) == args
+
+
+def test_a_config_built_in_code_cannot_be_launched_and_says_how_to_make_one():
+    for cfg in (SeedConfig(), with_overrides(SeedConfig(), {"rl.lr": 0.1})):
+        with pytest.raises(ConfigError, match=r"built in code.*load_config\(<params file>, <overrides>\)"):
+            source_args(cfg)

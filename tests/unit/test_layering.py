@@ -1,5 +1,6 @@
-"""Calls go one way (DESIGN §2): seed_core never imports prefect or dvc and touches mlflow only in
-tracking.py; flows/ and tasks/ never import torch (stage modules are imported inside task bodies); inside
+"""Calls go one way (DESIGN §2): the top-level packages import downwards only (``PACKAGES``: seed_core <
+tasks < flows < seed_app); seed_core never imports prefect or dvc and touches mlflow only in tracking.py;
+tasks/, flows/ and seed_app/ never import torch (stage modules are imported inside task bodies); inside
 seed_core there is no import circle and no import against the layer order (``LAYERS``), function-local
 imports included."""
 
@@ -26,6 +27,19 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
+PACKAGES = ("seed_core", "tasks", "flows", "seed_app")
+"""Top-level packages, lowest first: the engine, the Prefect tasks around it, the flows DVC runs, and the
+application that runs DVC (the ``seed`` command)."""
+
+
+def test_top_level_packages_import_only_lower_ones() -> None:
+    upward = [f"{path.relative_to(ROOT)} imports {name}" for rank, package in enumerate(PACKAGES)
+              for path in sorted((ROOT / package).rglob("*.py"))
+              for name in sorted(_imports(path) & set(PACKAGES[rank + 1:]))]
+    assert not upward, "imports against the package order (lowest first: " + " < ".join(PACKAGES) + \
+        ", function-local imports included):\n" + "\n".join(upward)
+
+
 def test_seed_core_has_no_orchestration_imports_and_mlflow_only_in_tracking() -> None:
     for path in sorted((ROOT / "seed_core").rglob("*.py")):
         found = _imports(path)
@@ -35,8 +49,12 @@ def test_seed_core_has_no_orchestration_imports_and_mlflow_only_in_tracking() ->
             assert "mlflow" not in found, f"{rel} imports mlflow (only seed_core/tracking.py may)"
 
 
+def _orchestration_files() -> list[Path]:
+    return [path for package in PACKAGES[1:] for path in sorted((ROOT / package).glob("*.py"))]
+
+
 def test_flows_and_tasks_never_import_torch() -> None:
-    files = sorted((ROOT / "flows").glob("*.py")) + sorted((ROOT / "tasks").glob("*.py"))
+    files = _orchestration_files()
     assert files
     for path in files:
         assert "torch" not in _imports(path), f"{path.relative_to(ROOT)} imports torch"
@@ -44,8 +62,7 @@ def test_flows_and_tasks_never_import_torch() -> None:
 
 def test_importing_every_flow_and_task_module_loads_no_torch() -> None:
     """Indirect imports count too: a flow importing a seed_core stage module at import time would pull torch."""
-    modules = [p.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".")
-               for p in sorted((ROOT / "flows").glob("*.py")) + sorted((ROOT / "tasks").glob("*.py"))]
+    modules = [p.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".") for p in _orchestration_files()]
     code = f"import sys\nfor m in {modules!r}: __import__(m)\nprint('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]

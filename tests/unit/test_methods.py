@@ -46,7 +46,7 @@ def test_a_star_method_evaluates_its_policy_with_the_static_skills() -> None:
 
 
 def test_the_sweep_trains_each_policy_once_and_accepts_star_methods() -> None:
-    from flows.cli import parse_methods
+    from seed_app.cli import parse_methods
     from seed_core.sweep import rl_methods
 
     assert rl_methods(["vanilla", "skill_grpo_star", "grpo", "skill_grpo", "sft_star"]) == ["skill_grpo", "grpo"]

@@ -51,7 +51,7 @@ def _flow_reads(stage: str) -> set[str]:
     """``cfg.<key>`` in the stage's own flow and task modules (flows/common.py's helpers read MLflow tags and
     paths only: model_tags, model_name, stage_paths)."""
     found: set[str] = set()
-    for path in [ROOT / "flows" / f"{stage}.py", ROOT / "tasks" / f"{stage}.py", ROOT / "tasks" / "launch.py"]:
+    for path in [ROOT / "flows" / f"{stage}.py", ROOT / "tasks" / f"{stage}.py", ROOT / "seed_core" / "stages" / "launch.py"]:
         if stage in ("sft", "rl") or path.name != "launch.py":
             for chain in re.findall(r"\bcfg\.([a-z_]+(?:\.[a-z_]+)*)", path.read_text()):
                 parts = chain.split(".")

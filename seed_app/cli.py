@@ -80,24 +80,21 @@ def run(preset: Annotated[Optional[Path], typer.Option(help="a params file from 
     overrides = parse_overrides(set_ or [])
     with pipeline_errors():
         loader.load_config(preset or project_root() / "params.yaml", overrides or None)  # stop before any server starts
+        links = None  # nothing stale: no run, so no links
         if not (preset or overrides or name) and up_to_date(project_root()):
             typer.echo("seed: every stage is up to date (dvc status), nothing to run; no new MLflow or Prefect run "
                        "is recorded (the runs that made these outputs hold them). The table:")
-            table()
-            from flows.results import reference_verdict
+        else:
+            from seed_app.dvc_run import run_in_flow
 
-            typer.echo(reference_verdict(project_root()))
-            return
-        from flows.launch import run_in_flow
-
-        result = run_in_flow(preset, overrides, name)
+            links = run_in_flow(preset, overrides, name).links
     table()
     from flows.results import reference_verdict
 
     typer.echo(reference_verdict(project_root()))
-    for label, url in result.links.items():
+    for label, url in (links or {}).items():
         typer.echo(f"{label}: {url}")
-    if not result.links:
+    if links == {}:
         typer.echo("seed: `seed ui` shows this run in Prefect and MLflow")
 
 
@@ -125,7 +122,7 @@ def sweep(seeds: Annotated[int, typer.Option(min=1, help="seeds 0..N-1, one DVC 
           set_: Annotated[Optional[list[str]], typer.Option("--set", "-S", help="KEY=VALUE")] = None) -> None:
     """The methods table over seeds (sweep/dvc.yaml): mean ± 95% CI, IQM, P(SEED > GRPO); finished cells are
     reused, so a killed sweep reruns only the missing ones."""
-    from flows.launch import run_pipeline
+    from seed_app.dvc_run import run_pipeline
     overrides = parse_overrides(set_ or [])
     current = loader.load_config(preset or project_root() / "params.yaml")
     if list(range(seeds)) != current.sweep.seeds:
@@ -143,7 +140,7 @@ def sweep(seeds: Annotated[int, typer.Option(min=1, help="seeds 0..N-1, one DVC 
 def stage(name: Annotated[str, typer.Argument(help="a dvc.yaml stage: prepare_model, collect, annotate, sft, "
                                                     "rl@<algorithm>, evaluate@<method>, report")]) -> None:
     """Run one DVC stage (its inputs must be up to date; `seed run` runs what is stale)."""
-    from flows.launch import stage_env
+    from seed_app.dvc_run import stage_env
 
     code = subprocess.run(["dvc", "repro", "--single-item", name], cwd=project_root(), env=stage_env(None)).returncode
     raise typer.Exit(code)
@@ -154,19 +151,20 @@ def ui(prefect_port: int = 4200, mlflow_port: int = 5000,
        stop: Annotated[bool, typer.Option("--stop", help="stop the servers `seed ui` started")] = False) -> None:
     """Start the Prefect and MLflow UIs on 127.0.0.1 (detached) and print their URLs and PIDs; `seed run`
     and `dvc repro` then report to this Prefect server (else they record into the same database, .prefect/)."""
-    from flows import services
+    from flows import servers
+    from seed_app import services
 
     if stop:
         for server in ("prefect", "mlflow"):
-            typer.echo(f"{server}: stopped PID {services.stop(server)}")
+            typer.echo(f"{server}: stopped PID {servers.stop(server)}")
         return
-    servers = services.server_commands(prefect_port, mlflow_port)
+    commands = services.server_commands(prefect_port, mlflow_port)
     try:
-        pids = services.start_all(servers)
+        pids = services.start_all(commands)
     except RuntimeError as err:
         typer.echo(f"seed: {err}", err=True)
         raise typer.Exit(1) from None
-    for server, (command, health, url) in servers.items():
+    for server, (command, health, url) in commands.items():
         typer.echo(f"{server}: {url}  (PID {pids[server]}, log .tmp/ui/{server}.log)")
     typer.echo(f"export PREFECT_API_URL=http://127.0.0.1:{prefect_port}/api   # flows then show in the Prefect UI")
     typer.echo("stop with: seed ui --stop")
@@ -175,15 +173,15 @@ def ui(prefect_port: int = 4200, mlflow_port: int = 5000,
 @app.command()
 def serve() -> None:
     """Serve the `seed-pipeline/ui` deployment (trigger and schedule runs from the Prefect UI)."""
-    from flows import services
-    from flows.serve import main
+    from flows.servers import healthy
+    from seed_app.dvc_run import serve_deployment
 
     url = endpoint_env("PREFECT_API_URL") or "http://127.0.0.1:4200/api"
-    if not services.healthy(f"{url}/health"):
+    if not healthy(f"{url}/health"):
         typer.echo(f"seed: no Prefect server at {url}; start one with `seed ui` (or set PREFECT_API_URL)", err=True)
         raise typer.Exit(2)
     os.environ["PREFECT_API_URL"] = url  # served runs report to that server
-    main()
+    serve_deployment()
 
 
 @app.command()

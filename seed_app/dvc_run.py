@@ -1,5 +1,6 @@
 """Run the DVC pipeline under one MLflow parent run: ``dvc repro``, or ``dvc exp run`` for a preset,
-overrides or a named experiment (used by ``seed run`` and by the served UI deployment).
+overrides or a named experiment; as the ``seed-pipeline`` flow of ``seed run`` and of the UI deployment that
+``seed serve`` serves (every run triggered there is an experiment, one at a time).
 
 A preset is copied over ``params.yaml`` for the experiment, so DVC records its values (``dvc exp
 show``); overrides become ``-S key=value``. Afterwards ``params.yaml`` is put back: the experiment
@@ -22,8 +23,8 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from flows.common import PARENT_RUN_VAR, PIPELINE_FLOW_RUN_VAR, add_flow_run_tags, eval_methods, pipeline_tag
-from flows.results import log_results, publish_prefect, publish_stage_runs
-from flows.services import prefect_api
+from flows import results, servers
+from seed_app.services import prefect_api
 from seed_core import timing
 from seed_core.config import project_root
 from seed_core.loader import load_config
@@ -115,18 +116,18 @@ def run_pipeline(preset: Path | None = None, overrides: dict[str, Any] | None = 
                 timing.mark("dvc_end")
             finally:
                 if flow_run.id:  # also after a failed stage: the link to its logs matters most then
-                    publish_stage_runs(pipeline_tag(flow_run.id))
+                    results.publish_stage_runs(pipeline_tag(flow_run.id))
             metrics = (summary or final_metrics)(root, cfg)
             parent.log_metrics(metrics)
             if reports:
-                metrics |= log_results(parent, root / reports)
+                metrics |= results.log_results(parent, root / reports)
             for path in (root / a for a in artifacts):
                 if path.is_file():
                     parent.log_artifact(path)
             run = PipelineRun(metrics, parent.run_id, experiment_id(parent), flow_run.id, api_url)
             run.links = ui_links(run)
             if flow_run.id and reports and (root / reports / "table.md").is_file():
-                publish_prefect(root / reports, run.links)
+                results.publish_prefect(root / reports, run.links)
     finally:
         if cmd[1] == "exp":
             params.write_text(original)
@@ -142,14 +143,12 @@ def experiment_id(tracker: Any) -> str | None:
 def ui_links(run: PipelineRun) -> dict[str, str]:
     """``MLflow run`` / ``Prefect flow run`` URLs for the servers that are up (``seed ui``'s, or the
     http tracking URI); the Prefect link is to ``seed ui``'s server, which serves the same database as a
-    temporary one (``flows.services.prefect_home``)."""
-    from flows import results, services
-
+    temporary one (``flows.servers.prefect_home``)."""
     links: dict[str, str] = {}
     base = results.mlflow_ui()
     if base and run.mlflow_run_id and run.mlflow_experiment_id:
         links["MLflow run"] = results.mlflow_run_url(base, run.mlflow_experiment_id, run.mlflow_run_id)
-    prefect_base = services.ui_url("prefect")
+    prefect_base = servers.ui_url("prefect")
     if prefect_base and run.prefect_flow_run_id:
         links["Prefect flow run"] = results.prefect_flow_run_url(f"{prefect_base}/api", run.prefect_flow_run_id)
     return links
@@ -170,3 +169,25 @@ def run_in_flow(preset: Path | None = None, overrides: dict[str, Any] | None = N
 
     with prefect_api() as url, temporary_settings({PREFECT_API_URL: url}):
         return pipeline_run_flow(preset, overrides or {}, name)
+
+
+@flow(name="seed-pipeline", log_prints=True)
+def seed_pipeline(preset: str = "params.yaml", overrides: dict[str, Any] | None = None,
+                  experiment_name: str = "") -> dict[str, float]:
+    """Run the whole DVC pipeline as an experiment (the UI deployment's runs).
+
+    Args:
+        preset: ``params.yaml`` (the workspace values) or a file under ``presets/``, e.g.
+            ``presets/alfworld-qwen2.5-3b.yaml``.
+        overrides: dotted keys, e.g. ``{"rl.opd_coef": 0.02, "rl.gate_beta": 1.0}`` (``dvc exp run -S``).
+        experiment_name: DVC experiment name (empty: DVC picks one).
+    """
+    chosen = None if preset == "params.yaml" else Path(preset)
+    return run_pipeline(chosen, overrides or {}, experiment_name or None, experiment=True).metrics
+
+
+def serve_deployment() -> None:
+    """``seed serve``: register ``seed-pipeline/ui`` on the Prefect server and run what the UI triggers;
+    ``global_limit=1``, because concurrent ``dvc exp run`` in one workspace corrupts results (pitfall 18)."""
+    seed_pipeline.serve(name="ui", global_limit=1, tags=["seed"],
+                        description="Versioned SEED pipeline run (dvc exp run) with a preset and overrides.")

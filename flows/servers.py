@@ -1,8 +1,7 @@
-"""The Prefect and MLflow UI servers on 127.0.0.1: start detached, wait until healthy, stop by PID.
-
-PIDs and logs live in ``.tmp/ui/`` (git-ignored), so ``seed ui --stop`` ends exactly what
-``seed ui`` started.
-"""
+"""Local servers as flow processes use them: detached on 127.0.0.1 (``start``, ``healthy``, ``stop`` by PID group;
+PIDs, URLs and logs in the git-ignored ``.tmp/ui/``), and the Prefect server a DVC stage process reports to
+(``use_project_prefect``): ``seed ui``'s, else one temporary server on the project's database shared by the
+stages of one ``dvc repro``. ``seed_app.services`` starts ``seed ui``'s servers with them."""
 
 from __future__ import annotations
 
@@ -15,11 +14,8 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Iterator
 
-from seed_core import timing
-from seed_core.config import endpoint_env, project_root
-from seed_core.tracking import artifact_location, tracking_uri
+from seed_core.config import project_root
 
 
 def ui_dir() -> Path:
@@ -28,23 +24,19 @@ def ui_dir() -> Path:
     return path
 
 
-def server_commands(prefect_port: int, mlflow_port: int) -> dict[str, tuple[list[str], str, str]]:
-    """name -> (command, health URL, UI URL); the binaries are the ones beside this interpreter."""
-    bin_dir = Path(sys.executable).parent
-    uri = tracking_uri()
-    mlflow = [str(bin_dir / "mlflow"), "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
-              "--port", str(mlflow_port), "--workers", "1"]
-    if artifact_location(uri):
-        mlflow += ["--default-artifact-root", str(artifact_location(uri))]
-    prefect = [str(bin_dir / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(prefect_port),
-               "--analytics-off"]
-    prefect_url, mlflow_url = f"http://127.0.0.1:{prefect_port}", f"http://127.0.0.1:{mlflow_port}"
-    return {"prefect": (prefect, f"{prefect_url}/api/health", prefect_url),
-            "mlflow": (mlflow, f"{mlflow_url}/health", mlflow_url)}
-
-
 DEFAULT_PORTS = {"prefect": 4200, "mlflow": 5000}
 """The ports ``seed ui`` uses unless told otherwise."""
+
+
+def prefect_server(port: int | None = None) -> tuple[list[str], str, str]:
+    """(command, health URL, UI URL) of this interpreter's Prefect server on 127.0.0.1:``port`` (None: any free)."""
+    if port is None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    return ([str(Path(sys.executable).with_name("prefect")), "server", "start", "--host", "127.0.0.1", "--port",
+             str(port), "--analytics-off"], f"{url}/api/health", url)
 
 
 def record_url(name: str, url: str) -> None:
@@ -60,41 +52,6 @@ def ui_url(name: str) -> str | None:
     candidates.append(f"http://127.0.0.1:{DEFAULT_PORTS[name]}")
     suffix = "/api/health" if name == "prefect" else "/health"
     return next((url for url in dict.fromkeys(candidates) if healthy(url + suffix)), None)
-
-
-def port_free(port: int, host: str = "127.0.0.1") -> bool:
-    """Whether a server could bind ``host:port`` now."""
-    with socket.socket() as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def start_all(servers: dict[str, tuple[list[str], str, str]]) -> dict[str, int | str]:
-    """Start every server that is not already up (healthy at its health URL), or none: a port held by
-    something else is a ``RuntimeError`` naming it before anything starts, and a server that fails to
-    start stops the ones started before it. Returns name -> PID (``already running`` for a live one)."""
-    out: dict[str, int | str] = {}
-    for name, (command, health, url) in servers.items():
-        if healthy(health):
-            out[name] = "already running"
-        elif not port_free(port := int(url.rsplit(":", 1)[1])):
-            raise RuntimeError(f"port {port} on 127.0.0.1 is in use by another program, so the {name} UI cannot "
-                               f"start there; free it or pick another port (seed ui --{name}-port N)")
-    started: list[tuple[str, subprocess.Popen[bytes]]] = []
-    try:
-        for name, (command, health, url) in servers.items():
-            if name not in out:
-                started.append((name, start(name, command, health)))
-                out[name] = started[-1][1].pid
-                record_url(name, url)
-    except BaseException:
-        for name, proc in reversed(started):
-            stop(name, proc)
-        raise
-    return out
 
 
 def healthy(url: str) -> bool:
@@ -170,8 +127,7 @@ def use_project_prefect() -> str:
     Under ``dvc repro`` / ``dvc exp run`` the stages of one DVC process share that temporary server
     (``repro_prefect_api``): Prefect 3 would otherwise start a server per stage process (~8 s each on 2 cores).
     """
-    url = ui_url("prefect")
-    if url:
+    if url := ui_url("prefect"):
         os.environ["PREFECT_API_URL"] = f"{url}/api"
         return os.environ["PREFECT_API_URL"]
     os.environ["PREFECT_HOME"] = str(prefect_home())
@@ -182,53 +138,6 @@ def use_project_prefect() -> str:
         return api
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
     return os.environ["PREFECT_HOME"]
-
-
-def configured_prefect_api() -> str | None:
-    """$PREFECT_API_URL, or the API URL of the active Prefect settings (a ``temporary_settings`` block)."""
-    url = endpoint_env("PREFECT_API_URL")
-    if url or "prefect" not in sys.modules:
-        return url
-    from prefect.settings import PREFECT_API_URL
-
-    return PREFECT_API_URL.value() or None
-
-
-@contextlib.contextmanager
-def prefect_api() -> Iterator[str]:
-    """The Prefect API for a pipeline run: the configured one ($PREFECT_API_URL), else ``seed ui``'s
-    server, else one temporary server on the project's database (``prefect_home``) for the run.
-
-    Without a server every stage process would start its own temporary one (~10 s each, and
-    concurrent first starts race on the database: stack-notes pitfall 6). The runs stay in
-    the project's database, so ``seed ui`` shows them later.
-    """
-    url = configured_prefect_api() or (f"{ui_url('prefect')}/api" if ui_url("prefect") else None)
-    if url:
-        yield url
-        return
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    command, health, base = server_commands(port, 0)["prefect"]
-    proc = start("prefect-run", command, health)
-    timing.mark("prefect_server_up")
-    try:
-        yield f"{base}/api"
-    finally:
-        flush_prefect_workers()
-        stop("prefect-run", proc)
-
-
-def flush_prefect_workers(timeout_s: float = 15.0) -> None:
-    """Send the logs and events Prefect still queues to the server while it is up. Without this, the
-    queues are flushed at interpreter exit against the stopped temporary server, which retries for ~90 s
-    and prints "Error logging to API" (measured on a `seed run` of the embedded default)."""
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-
-    for worker in (APILogWorker, EventsWorker):
-        worker.drain_all(timeout=timeout_s)
 
 
 REPRO_SERVER = "prefect-repro"
@@ -256,23 +165,20 @@ def dvc_ancestor(max_depth: int = 4) -> int | None:
 def repro_prefect_api(dvc_pid: int) -> str | None:
     """The API of the temporary Prefect server (on the project's database) shared by the stages of DVC
     process ``dvc_pid``: the first stage starts it, the next ones find it healthy, and a detached watcher
-    (``python -m flows.services --stop-when-gone``) stops it when that DVC process has exited. None if
+    (``python -m flows.servers --stop-when-gone``) stops it when that DVC process has exited. None if
     it cannot start (the stage then falls back to Prefect's own per-process temporary server)."""
     name = f"{REPRO_SERVER}-{dvc_pid}"
     url_file = ui_dir() / f"{name}.url"
     if url_file.is_file() and healthy(f"{url_file.read_text().strip()}/api/health"):
         return f"{url_file.read_text().strip()}/api"
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    command, health, base = server_commands(port, 0)["prefect"]
+    command, health, base = prefect_server()
     try:
         start(name, command, health)
     except RuntimeError:
         return None
     url_file.write_text(base)
     env = {k: v for k, v in os.environ.items() if k not in ("DVC_STAGE", "PREFECT_API_URL")}
-    subprocess.Popen([sys.executable, "-m", "flows.services", "--stop-when-gone", str(dvc_pid), name],
+    subprocess.Popen([sys.executable, "-m", "flows.servers", "--stop-when-gone", str(dvc_pid), name],
                      cwd=project_root(), env=env, start_new_session=True, stdin=subprocess.DEVNULL,
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return f"{base}/api"
