@@ -5,9 +5,17 @@ Inside a DVC stage process (``$DVC_STAGE`` set) without ``$PREFECT_API_URL``, i.
 this package points Prefect at ``seed ui``'s server when it is up, else at the project's own database
 (``.prefect/``, the one ``seed ui`` serves), before Prefect is imported: the stage's flow run stays
 in the history instead of dying with a temporary database.
+
+The engine's log lines (``seed_core.logs``) reach each flow run's logs in the Prefect UI: ``seed_core`` is
+added to ``PREFECT_LOGGING_EXTRA_LOGGERS`` before Prefect is imported, at ``$SEED_LOG_LEVEL`` (default INFO).
 """
 
+import logging as _logging
 import os as _os
+
+_extra = [name for name in _os.environ.get("PREFECT_LOGGING_EXTRA_LOGGERS", "").split(",") if name.strip()]
+_os.environ["PREFECT_LOGGING_EXTRA_LOGGERS"] = ",".join(dict.fromkeys([*_extra, "seed_core"]))
+_logging.getLogger("seed_core").setLevel(_os.environ.get("SEED_LOG_LEVEL", "INFO"))
 
 if _os.environ.get("DVC_STAGE") and not _os.environ.get("PREFECT_API_URL"):
     from flows.servers import use_project_prefect as _use_project_prefect

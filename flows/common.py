@@ -226,17 +226,3 @@ def reset_stale_rounds(out_dir: Path, key: str) -> None:
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     marker.write_text(key)
-
-
-def _duration(seconds: float) -> str:
-    minutes, secs = divmod(int(round(seconds)), 60)
-    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m{secs:02d}s"
-
-
-def progress_line(unit: str, done: int, total: int, elapsed_s: float, durations: list[float]) -> str:
-    """Whole-stage progress, e.g. ``round 3/10 done, 2m03s elapsed, ETA 4m47s``: the ETA is the mean of the
-    ``durations`` of units run so far (resumed ones left out: they cost nothing) times the units left."""
-    line = f"{unit} {done}/{total} done, {_duration(elapsed_s)} elapsed"
-    if done < total and durations:
-        line += f", ETA {_duration(sum(durations) / len(durations) * (total - done))}"
-    return line

@@ -12,10 +12,11 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from flows.common import (finish, model_name, model_tags, parse_args, progress_line, reset_stale_rounds, resume_key,
+from flows.common import (finish, model_name, model_tags, parse_args, reset_stale_rounds, resume_key,
                           stage_paths, stage_run)
 from seed_core.algorithms import effective_config
 from seed_core import timing
+from seed_core.logs import progress_line
 from seed_core.loader import load_config
 from seed_core.tracking import open_run
 from tasks.rl import rl_finalize, rl_launch, rl_round

@@ -224,10 +224,15 @@ def stage_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--config", default="params.yaml", help="params.yaml, a preset, or a resolved_config.json")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override one config value, e.g. --set rl.opd_coef=0.02 (YAML-typed)")
+    parser.add_argument("--log-level", default=None, help="DEBUG, INFO (default: $SEED_LOG_LEVEL or INFO), WARNING")
     return parser
 
 
 def config_from_args(args: argparse.Namespace) -> SeedConfig:
+    """The entry point's config (``--config`` + ``--set``); also sends the engine's log lines to stderr."""
+    from seed_core.logs import configure
+
+    configure(getattr(args, "log_level", None))
     try:
         overrides = parse_overrides(args.set, origin="--set")
     except ConfigError as err:

@@ -16,6 +16,7 @@ failure reasons, SFT-data statistics: kept, dropped and why, lengths).
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import time
@@ -28,6 +29,7 @@ from seed_core.analyzer.parse import skill_metrics
 from seed_core.config import ConfigError, SeedConfig, dump_resolved
 from seed_core.io import DataFileError, atomic_write_text, read_records, write_json, write_records
 from seed_core.loader import config_from_args, stage_errors, stage_parser
+from seed_core.logs import Progress
 from seed_core.task_sets import read_tasks
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import AnnotationRecord, StepRecord, Task
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
 
 CACHE_FILE = "annotation_cache.jsonl"
 """Kept in the output directory across runs (not a DVC output of its own): the resume point."""
+
+log = logging.getLogger(__name__)
 
 
 class AnnotationQualityError(RuntimeError):
@@ -84,6 +88,8 @@ def run_annotate(cfg: SeedConfig, collect_dir: Path, out_dir: Path, tracker: Tra
         done = cache.load()
         missing = [tid for tid in trajectories if keys[tid] not in done]
         watch = FailFast(cfg, getattr(probe.client, "url", ""), len(missing))
+        log.info("annotate: %d trajectories, %d cached, %d to annotate with %s", len(trajectories),
+                 len(trajectories) - len(missing), len(missing), cfg.annotate.client)
         fresh = _annotate_missing(cfg, trajectories, tasks, missing, keys, cache, watch)
     annotations = [fresh[tid] if tid in fresh else done[keys[tid]] for tid in trajectories]
     examples = sft_examples(annotations)
@@ -186,8 +192,6 @@ def _annotate_missing(
 ) -> dict[str, AnnotationRecord]:
     """Annotate ``missing`` on ``annotate.concurrency`` threads; each final record is cached as it lands.
     ``watch`` (``FailFast``) sees every finished record and may stop the run (queued work is cancelled)."""
-    from tqdm.auto import tqdm
-
     from seed_core.analyzer.annotate import annotate_trajectories
     from seed_core.analyzer.cache import is_final
 
@@ -211,7 +215,7 @@ def _annotate_missing(
                               thread_name_prefix="annotate")
     try:
         futures = {pool.submit(annotate_one, tid): tid for tid in missing}
-        with tqdm(total=len(missing), desc="annotate", unit="traj") as bar:
+        with Progress(log, "annotate", len(missing), "trajectory") as bar:
             for future in as_completed(futures):
                 out[futures[future]] = future.result()
                 bar.update()

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -14,6 +15,8 @@ from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.task_sets import require_tasks, task_seed, write_tasks
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import StepRecord
+
+log = logging.getLogger(__name__)
 
 
 def run_collect(cfg: SeedConfig, model_dir: Path, out_dir: Path, tracker: Tracker | None = None) -> dict[str, float]:
@@ -35,6 +38,7 @@ def run_collect(cfg: SeedConfig, model_dir: Path, out_dir: Path, tracker: Tracke
                           cfg.collect.num_tasks)
     policy = load_policy(cfg.model, model_dir, trainable=False)
     backend = BACKENDS.get(cfg.generation.backend)(policy, cfg.generation)
+    log.info("collect: %d %s tasks x %d episodes with %s", len(tasks), cfg.env.name, cfg.collect.group_size, model_dir)
     records = rollout(cfg.env, tasks, backend, group_size=cfg.collect.group_size,
                       temperature=cfg.generation.temperature, max_new_tokens=cfg.generation.max_new_tokens,
                       seed=seed, policy_version="base", group_tag="collect:")
@@ -48,6 +52,8 @@ def run_collect(cfg: SeedConfig, model_dir: Path, out_dir: Path, tracker: Tracke
     write_records(records, out_dir / "trajectories.parquet", StepRecord)
     write_tasks(all_tasks, out_dir / "tasks.json")
     metrics["time/collect_s"] = time.perf_counter() - t0
+    log.info("collect: success rate %.3f over %d episodes in %.0f s", metrics["collect/success_rate"],
+             int(metrics["collect/episodes"]), metrics["time/collect_s"])
     write_json(out_dir / "metrics.json", metrics)
     dump_resolved(cfg, out_dir / "resolved_config.json")
     (tracker or NullTracker()).log_metrics(metrics)

@@ -18,6 +18,7 @@ exist only where episodes carry a score: no score is invented for success-only e
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Sequence
@@ -25,9 +26,12 @@ from typing import Sequence
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import write_json, write_records
 from seed_core.loader import config_from_args, stage_errors, stage_parser
+from seed_core.logs import Progress
 from seed_core.task_sets import require_tasks, task_seed
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import EvalRecord, StepRecord
+
+log = logging.getLogger(__name__)
 
 
 def to_eval_records(records: Sequence[StepRecord], method: str, checkpoint: str, skill_prompt: bool) -> list[EvalRecord]:
@@ -105,6 +109,8 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
     backend = BACKENDS.get(cfg.generation.backend)(policy, cfg.generation)
     rows: list[EvalRecord] = []
     tokens = 0
+    passes = plain + (plain and cfg.eval.skill_prompt) + (library is not None)  # rollouts per split
+    bar = Progress(log, f"evaluate {method}", passes * len(split_tasks), "rollout", every_s=0.0, bar=False)
     for split, tasks in split_tasks.items():
         play = dict(group_size=1, temperature=cfg.generation.eval_temperature,
                     max_new_tokens=cfg.generation.max_new_tokens, seed=seed, policy_version=method,
@@ -113,6 +119,7 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
             records = rollout(cfg.env, tasks, backend, **play)
             tokens += sum(len(r.response_ids) for r in records)
             rows += to_eval_records(records, method, str(checkpoint), skill_prompt=False)
+            bar.update(1, split=split, success=f"{sum(r.success for r in records if r.step == 0) / len(tasks):.3f}")
         if plain and cfg.eval.skill_prompt:
             client = CLIENTS.get("policy")(cfg, env=env, backend=backend)
             notes = annotate_trajectories(group_by_trajectory(records), {t.task_id: t for t in tasks}, client,
@@ -122,12 +129,14 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
             replay = rollout(cfg.env, tasks, backend, skills=skills, **play)
             tokens += sum(len(r.response_ids) for r in replay)
             rows += to_eval_records(replay, f"{method}_replay", str(checkpoint), skill_prompt=True)
+            bar.update(1, split=split, replay=True)
         if library is not None:
             static = {t.task_id: library.skill_for(t.task_type, t.task_id) for t in tasks}
             with_skills = rollout(cfg.env, tasks, backend, skills=static, **play)
             tokens += sum(len(r.response_ids) for r in with_skills)
             rows += to_eval_records(with_skills, method if starred else method + STAR, str(checkpoint),
                                     skill_prompt=True)
+            bar.update(1, split=split, static_skills=True)
     write_records(rows, out_dir / "episodes.parquet", EvalRecord)
     metrics = success_table(rows, "with_skills" if cfg.eval.with_skills else "skill_prompt", method)
     metrics["time/eval_s"] = time.perf_counter() - t0

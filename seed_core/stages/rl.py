@@ -17,6 +17,7 @@ are deleted once a newer one exists. A rerun restarts after the newest resume po
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from dataclasses import dataclass, replace
@@ -30,11 +31,14 @@ from seed_core.analyzer.parse import skill_metrics
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import DataFileError, atomic_write_text, read_metrics, swap_dir, write_json, write_records
 from seed_core.loader import config_from_args, stage_errors, stage_parser
+from seed_core.logs import Progress
 from seed_core.preflight import ServiceUnavailableError, check_services
 from seed_core.resume import StaleRoundsError, check_rounds, rl_fingerprint
 from seed_core.task_sets import require_tasks, task_seed, write_tasks
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import AnnotationRecord, StepRecord
+
+log = logging.getLogger(__name__)
 
 
 def round_dir(out_dir: Path, round_idx: int) -> Path:
@@ -235,6 +239,9 @@ def run_rl_round(
     all_notes = comm.gather_lists(annotations)
     metrics.update(rollout_metrics(all_records, "rollout"))
     metrics["rl/tokens_per_s"] = metrics.get("rollout/response_tokens", 0.0) / max(metrics["time/round_s"], 1e-9)
+    log.info("rl %s round %d: success rate %.3f, loss %.4f, %.0f s", cfg.rl.algorithm, round_idx,
+             metrics.get("rollout/success_rate", float("nan")), metrics.get("rl/total_loss", float("nan")),
+             metrics["time/round_s"])
     metrics = {k: float(v) for k, v in metrics.items()}
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
@@ -302,8 +309,10 @@ def run_rl(cfg: SeedConfig, init_checkpoint: Path, out_dir: Path, analyzer_check
     cfg = effective_config(cfg)
     fingerprint = rl_fingerprint(cfg, init_checkpoint)  # hashes the starting checkpoint once per run
     carry = RoundCarry()
-    for i in range(cfg.rl.rounds):
-        run_rl_round(cfg, i, init_checkpoint, out_dir, analyzer_checkpoint, tracker, fingerprint, carry)
+    with Progress(log, f"rl {cfg.rl.algorithm}", cfg.rl.rounds, "round", every_s=0.0, bar=False) as rounds:
+        for i in range(cfg.rl.rounds):
+            run_rl_round(cfg, i, init_checkpoint, out_dir, analyzer_checkpoint, tracker, fingerprint, carry)
+            rounds.update(1)
     return finalize_rl(cfg, out_dir)
 
 

@@ -11,16 +11,19 @@ update does not depend on the number of processes.
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 from typing import Any, Callable, Sequence
 
 import torch
-from tqdm.auto import tqdm
 
 from seed_core.config import SFTConfig
+from seed_core.logs import Progress
 from seed_core.trainer.distributed import Collective, pad_micro, rank_slice, split_micro
 from seed_core.trainer.logprobs import pack_sequences, response_logprobs
+
+log = logging.getLogger(__name__)
 
 
 def tokenize_examples(
@@ -66,7 +69,7 @@ def run_sft_loop(
     model.train()
     history: list[dict[str, float]] = []
     step = 0
-    bar = tqdm(total=total, desc="sft", unit="step", leave=False)
+    bar = Progress(log, "sft", total, "step")
     for epoch in range(cfg.epochs):
         order = list(range(len(data)))
         rng.shuffle(order)
@@ -99,7 +102,6 @@ def run_sft_loop(
             if on_step is not None:
                 on_step(step, row)
             step += 1
-            bar.update(1)
-            bar.set_postfix(loss=f"{total_loss:.3f}")
+            bar.update(1, loss=f"{total_loss:.3f}")
     bar.close()
     return history
