@@ -19,6 +19,13 @@ from seed_core.trainer.logprobs import pack_sequences, response_logprobs, select
 from seed_core.trainer.rl_step import RLSamples, rl_update
 
 
+@pytest.fixture(autouse=True)
+def selective_even_for_tiny_models(request, monkeypatch):
+    """The tiny test models' logits are under ``FULL_LOGITS_MAX``: the tests of the selective path lower it to 0."""
+    if "full_vocabulary_path" not in request.node.name:
+        monkeypatch.setattr(lp, "FULL_LOGITS_MAX", 0)
+
+
 def _full_vocab_response_logprobs(model, batch, *, with_entropy=False):
     """The pre-change implementation: every (B, T, V) logit and its log_softmax materialised."""
     device = next(model.parameters()).device
@@ -147,3 +154,35 @@ def test_one_rl_update_is_unchanged_by_the_selective_log_softmax(tiny_policy, mo
     assert moved > 1e-4  # the update did move the weights
     for new, old in zip(new_weights, old_weights):
         torch.testing.assert_close(new, old, atol=1e-6, rtol=0)
+
+
+def test_small_logits_take_the_full_vocabulary_path_bit_for_bit(tiny_policy, monkeypatch):
+    """Under ``FULL_LOGITS_MAX`` the values and gradients are exactly (torch.equal) those of the full-vocabulary
+    implementation, so the testbed keeps its measured numbers; just over it the selective head runs."""
+    model = tiny_policy.model.train()
+    prompts, responses = _ragged()
+    batch = pack_sequences(prompts, responses, pad_id=tiny_policy.tokenizer.pad_token_id)
+    weights = torch.randn(batch.response_ids.shape, generator=torch.Generator().manual_seed(2))
+
+    def run(fn):
+        model.zero_grad(set_to_none=True)
+        logp, ent = fn(model, batch, with_entropy=True)
+        (logp * weights + 0.1 * ent).sum().backward()
+        return [logp.detach(), ent.detach(), *(p.grad.clone() for p in model.parameters())]
+
+    size = batch.response_ids.numel() * model.config.vocab_size
+    monkeypatch.setattr(lp, "FULL_LOGITS_MAX", size)
+    assert all(torch.equal(g, w) for g, w in zip(run(response_logprobs), run(_full_vocab_response_logprobs)))
+    monkeypatch.setattr(lp, "FULL_LOGITS_MAX", size - 1)
+    heads = []
+    monkeypatch.setattr(lp, "SelectiveHead", lambda *a, **k: _record(heads, *a, **k))
+    run(response_logprobs)
+    assert heads, "just over FULL_LOGITS_MAX the selective head must run"
+
+
+def _record(heads, *args, **kwargs):
+    heads.append(1)
+    return _SELECTIVE_HEAD(*args, **kwargs)
+
+
+_SELECTIVE_HEAD = lp.SelectiveHead
