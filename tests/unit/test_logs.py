@@ -16,6 +16,7 @@ from seed_core import logs
 def clean_seed_logger() -> Iterator[logging.Logger]:
     logger = logging.getLogger("seed_core")
     handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
+    logger.handlers[:] = []  # an engine entry point run by an earlier test may have configured it
     yield logger
     logger.handlers[:] = handlers
     logger.setLevel(level)
