@@ -1,10 +1,13 @@
 """Cost of one GRPO vs one SEED iteration on the same model, batch and seeds, split by phase.
 
     python benchmarks/iteration_cost.py [--model tiny|PATH] [--env sokoban] [--repeats 2] [--out FILE.json]
-        [--tasks 2] [--group 4] [--max-steps 4]
+        [--algorithms grpo,seed[,opid]] [--tasks 2] [--group 4] [--max-steps 4]
 
 Phases: rollout, analysis (SEED's self-analysis), log-prob passes (old [+ teacher] [+ ref]) and the
-PPO update. Both algorithms run interleaved (grpo, seed, grpo, seed, ...) so machine load affects them
+PPO update. A model that has not learned the analyzer format (SmolLM2 before Stage 1) never parses its own
+analysis, so SEED's teacher pass does not run on it; ``--algorithms grpo,seed,opid`` adds OPID, whose oracle
+skills make the teacher pass and distillation run on every sample, and an estimate of a SEED round with a
+working analyzer (OPID's round without its analysis, plus SEED's analysis). Both algorithms run interleaved (grpo, seed, grpo, seed, ...) so machine load affects them
 alike; the JSON reports per-phase medians and the SEED/GRPO ratio of the total.
 """
 
@@ -33,6 +36,9 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=2, help="tasks per round")
     parser.add_argument("--group", type=int, default=4, help="GRPO group size")
     parser.add_argument("--max-steps", type=int, default=4, help="environment steps per episode")
+    parser.add_argument("--algorithms", default="grpo,seed",
+                        help="comma-separated, grpo first; e.g. grpo,seed,opid: OPID has SEED's teacher pass and "
+                             "distillation with skills from the offline oracle, so it runs them on any model")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
 
@@ -51,7 +57,9 @@ def main() -> None:
         "rl.micro_batch_size": 8,
         "generation.max_new_tokens": 32, "rl.analyzer_max_new_tokens": 16, "generation.max_prompt_tokens": 256,
     })
-    runs: dict[str, list[dict[str, float]]] = {"grpo": [], "seed": []}
+    runs: dict[str, list[dict[str, float]]] = {a: [] for a in args.algorithms.split(",")}
+    if next(iter(runs)) != "grpo" or "seed" not in runs:
+        raise SystemExit("iteration_cost: --algorithms must start with grpo and include seed")
     for r in range(args.repeats):
         for algo in runs:
             cfg = with_overrides(base, {"rl.algorithm": algo})
@@ -76,7 +84,14 @@ def main() -> None:
         "seed_over_grpo": med("seed", "time/round_s") / max(med("grpo", "time/round_s"), 1e-9),
         "seed_over_grpo_excluding_analysis": (med("seed", "time/round_s") - med("seed", "time/analysis_s"))
         / max(med("grpo", "time/round_s"), 1e-9),
+        **{f"{a}_over_grpo": med(a, "time/round_s") / max(med("grpo", "time/round_s"), 1e-9)
+           for a in runs if a not in ("grpo", "seed")},
+        **{f"{a}_teacher_sample_ratio": med(a, "rl/teacher_sample_ratio") for a in runs if a not in ("grpo", "seed")},
     }
+    if "opid" in runs:  # SEED with a working analyzer = OPID's round (teacher pass + distillation) + SEED's analysis
+        result["seed_with_teacher_estimate_over_grpo"] = (med("opid", "time/round_s") - med("opid", "time/analysis_s")
+                                                          + med("seed", "time/analysis_s")) / max(
+            med("grpo", "time/round_s"), 1e-9)
     text = json.dumps(result, indent=2)
     if args.out:
         Path(args.out).write_text(text + "\n")
