@@ -84,22 +84,30 @@ def _ragged():
     return prompts, responses
 
 
-@pytest.mark.parametrize("plain_head", [True, False], ids=["swapped-head", "model-logits"])
-def test_response_logprobs_match_full_vocab_reference(tiny_policy, monkeypatch, plain_head):
-    """Both paths (swapped head; logits from the model) give the reference's values and gradients."""
-    if not plain_head:
-        monkeypatch.setattr(lp, "PLAIN_HEAD_MODEL_TYPES", frozenset())
-    monkeypatch.setattr(lp, "LOGPROB_CHUNK_TOKENS", 3)  # several chunks over the 11 response tokens
+def _scorer(tiny_policy, seed):
+    """The tiny policy in train mode, the ragged batch, and ``run(fn)``: fn's log-probs and entropy and the
+    gradients of a fixed random weighting of them, (logp, entropy, [grad per parameter])."""
     model = tiny_policy.model.train()
     prompts, responses = _ragged()
     batch = pack_sequences(prompts, responses, pad_id=tiny_policy.tokenizer.pad_token_id)
-    weights = torch.randn(batch.response_ids.shape, generator=torch.Generator().manual_seed(1))
+    weights = torch.randn(batch.response_ids.shape, generator=torch.Generator().manual_seed(seed))
 
     def run(fn):
         model.zero_grad(set_to_none=True)
         logp, ent = fn(model, batch, with_entropy=True)
         (logp * weights + 0.1 * ent).sum().backward()
         return logp.detach(), ent.detach(), [p.grad.clone() for p in model.parameters()]
+
+    return model, batch, run
+
+
+@pytest.mark.parametrize("plain_head", [True, False], ids=["swapped-head", "model-logits"])
+def test_response_logprobs_match_full_vocab_reference(tiny_policy, monkeypatch, plain_head):
+    """Both paths (swapped head; logits from the model) give the reference's values and gradients."""
+    if not plain_head:
+        monkeypatch.setattr(lp, "PLAIN_HEAD_MODEL_TYPES", frozenset())
+    monkeypatch.setattr(lp, "LOGPROB_CHUNK_TOKENS", 3)  # several chunks over the 11 response tokens
+    model, batch, run = _scorer(tiny_policy, seed=1)
 
     got, want = run(response_logprobs), run(_full_vocab_response_logprobs)
     torch.testing.assert_close(got[0], want[0], atol=1e-5, rtol=1e-5)
@@ -159,20 +167,12 @@ def test_one_rl_update_is_unchanged_by_the_selective_log_softmax(tiny_policy, mo
 def test_small_logits_take_the_full_vocabulary_path_bit_for_bit(tiny_policy, monkeypatch):
     """Under ``FULL_LOGITS_MAX`` the values and gradients are exactly (torch.equal) those of the full-vocabulary
     implementation, so the testbed keeps its measured numbers; just over it the selective head runs."""
-    model = tiny_policy.model.train()
-    prompts, responses = _ragged()
-    batch = pack_sequences(prompts, responses, pad_id=tiny_policy.tokenizer.pad_token_id)
-    weights = torch.randn(batch.response_ids.shape, generator=torch.Generator().manual_seed(2))
-
-    def run(fn):
-        model.zero_grad(set_to_none=True)
-        logp, ent = fn(model, batch, with_entropy=True)
-        (logp * weights + 0.1 * ent).sum().backward()
-        return [logp.detach(), ent.detach(), *(p.grad.clone() for p in model.parameters())]
+    model, batch, run = _scorer(tiny_policy, seed=2)
 
     size = batch.response_ids.numel() * model.config.vocab_size
     monkeypatch.setattr(lp, "FULL_LOGITS_MAX", size)
-    assert all(torch.equal(g, w) for g, w in zip(run(response_logprobs), run(_full_vocab_response_logprobs)))
+    got, want = run(response_logprobs), run(_full_vocab_response_logprobs)
+    assert all(torch.equal(g, w) for g, w in zip([*got[:2], *got[2]], [*want[:2], *want[2]]))
     monkeypatch.setattr(lp, "FULL_LOGITS_MAX", size - 1)
     heads = []
     monkeypatch.setattr(lp, "SelectiveHead", lambda *a, **k: _record(heads, *a, **k))
