@@ -85,7 +85,7 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
     from seed_core.methods import METHODS, STAR
     from seed_core.models import load_policy
     from seed_core.rollout.backends import BACKENDS
-    from seed_core.rollout.collector import group_by_trajectory, rollout
+    from seed_core.rollout.collector import group_by_trajectory, rollout, rollout_metrics
 
     from seed_core.preflight import check_services
 
@@ -119,7 +119,7 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
             records = rollout(cfg.env, tasks, backend, **play)
             tokens += sum(len(r.response_ids) for r in records)
             rows += to_eval_records(records, method, str(checkpoint), skill_prompt=False)
-            bar.update(1, split=split, success=f"{sum(r.success for r in records if r.step == 0) / len(tasks):.3f}")
+            bar.update(1, split=split, success=f"{rollout_metrics(records, 'eval')['eval/success_rate']:.3f}")
         if plain and cfg.eval.skill_prompt:
             client = CLIENTS.get("policy")(cfg, env=env, backend=backend)
             notes = annotate_trajectories(group_by_trajectory(records), {t.task_id: t for t in tasks}, client,
@@ -137,6 +137,7 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
             rows += to_eval_records(with_skills, method if starred else method + STAR, str(checkpoint),
                                     skill_prompt=True)
             bar.update(1, split=split, static_skills=True)
+    bar.close()
     write_records(rows, out_dir / "episodes.parquet", EvalRecord)
     metrics = success_table(rows, "with_skills" if cfg.eval.with_skills else "skill_prompt", method)
     metrics["time/eval_s"] = time.perf_counter() - t0
