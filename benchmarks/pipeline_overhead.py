@@ -19,6 +19,8 @@ and its exit. Per stage the wall time splits into:
 * ``dvc_before_s``: from the previous stage process's exit (or ``dvc repro``'s start) to this process's
   start: DVC saving the previous outputs (hashing, cache), checking this stage, removing its outputs.
 * ``start_imports_s``: interpreter start and the module imports of ``flows.<stage>`` (Prefect, MLflow).
+* ``config_s``: loading and validating the config; the registries it checks import torch and transformers,
+  which the stage's engine would import otherwise (so moving them elsewhere would not shorten the run).
 * ``prefect_s``: flow-run start (a temporary Prefect server when none is configured), seed's Prefect
   API calls, and the flow-run end plus interpreter exit.
 * ``mlflow_s``, ``lazy_imports_s``, ``engine_s``: the spans above.
@@ -164,13 +166,15 @@ def stage_split(record: dict[str, Any], previous_end: float) -> dict[str, float]
     marks, spans = record["marks"], record.get("spans_s", {})
     start, end = record["process_start"], record["exit"]
     imports_done = marks.get("imports_done", start)
+    config_loaded = marks.get("config_loaded", imports_done)
     if "flow_body" in marks:
         body_start, body_end = marks["flow_body"], marks.get("stage_run_end", end)
     else:  # a flow that opened no stage run (generate_alfworld off ALFWorld): all after the imports is Prefect
         body_start = body_end = end
     engine, lazy, mlflow, prefect_api = (spans.get(k, 0.0) for k in ("engine", "imports", "mlflow", "prefect"))
     out = {"dvc_before_s": start - previous_end, "start_imports_s": imports_done - start,
-           "prefect_s": (body_start - imports_done) + prefect_api + (end - body_end), "mlflow_s": mlflow,
+           "config_s": config_loaded - imports_done,
+           "prefect_s": (body_start - config_loaded) + prefect_api + (end - body_end), "mlflow_s": mlflow,
            "lazy_imports_s": lazy, "engine_s": engine,
            "flow_other_s": (body_end - body_start) - engine - lazy - mlflow - prefect_api}
     out["process_s"] = end - start
@@ -188,7 +192,8 @@ def split(records: list[dict[str, Any]], run: dict[str, Any]) -> dict[str, Any]:
     for record in stages:
         per_stage.append({"stage": record["label"], **stage_split(record, previous_end)})
         previous_end = record["exit"]
-    keys = ("dvc_before_s", "start_imports_s", "prefect_s", "mlflow_s", "lazy_imports_s", "engine_s", "flow_other_s")
+    keys = ("dvc_before_s", "start_imports_s", "config_s", "prefect_s", "mlflow_s", "lazy_imports_s", "engine_s",
+            "flow_other_s")
     totals = {k: round(sum(s[k] for s in per_stage), 2) for k in keys}
     wall = run["end"] - run["start"]
     seed_run: dict[str, float] = {"before_dvc_s": round(dvc_start - run["start"], 2),
@@ -199,8 +204,8 @@ def split(records: list[dict[str, Any]], run: dict[str, Any]) -> dict[str, Any]:
         marks = top["marks"]
         cli = marks.get("cli_run", dvc_start)
         detail["process_start_to_cli_s"] = round(cli - top["process_start"], 2)
-        if "prefect_server_up" in marks:
-            detail["cli_to_prefect_server_up_s"] = round(marks["prefect_server_up"] - cli, 2)
+        if "servers_up" in marks:  # the run's temporary Prefect and MLflow servers, started side by side
+            detail["cli_to_servers_up_s"] = round(marks["servers_up"] - cli, 2)
     engine = totals["engine_s"]
     return {"wall_s": round(wall, 2), "engine_s": engine, "overhead_s": round(wall - engine, 2),
             "overhead_share": round(1 - engine / wall, 4) if wall else None,

@@ -95,9 +95,10 @@ def log_results(tracker: Tracker, reports: Path) -> dict[str, float]:
 
 
 def mlflow_ui() -> str | None:
-    """Base URL of a live MLflow UI for this project's store: an http tracking URI, else ``seed ui``'s server."""
+    """Base URL of a live MLflow UI for this project's store: an http tracking URI (not a pipeline run's
+    temporary server, gone when the run ends), else ``seed ui``'s server."""
     uri = endpoint_env("MLFLOW_TRACKING_URI") or ""
-    if uri.startswith(("http://", "https://")):
+    if uri.startswith(("http://", "https://")) and uri not in servers.temporary_urls():
         return uri.rstrip("/") if servers.healthy(f"{uri.rstrip('/')}/health") else None
     return servers.ui_url("mlflow")
 

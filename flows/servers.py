@@ -30,18 +30,31 @@ DEFAULT_PORTS = {"prefect": 4200, "mlflow": 5000}
 
 def prefect_server(port: int | None = None) -> tuple[list[str], str, str]:
     """(command, health URL, UI URL) of this interpreter's Prefect server on 127.0.0.1:``port`` (None: any free)."""
-    if port is None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
+    port = free_port() if port is None else port
     url = f"http://127.0.0.1:{port}"
     return ([str(Path(sys.executable).with_name("prefect")), "server", "start", "--host", "127.0.0.1", "--port",
              str(port), "--analytics-off"], f"{url}/api/health", url)
 
 
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def record_url(name: str, url: str) -> None:
     """Remember where ``seed ui`` serves ``name`` (``.tmp/ui/<name>.url``), for ``ui_url``."""
     (ui_dir() / f"{name}.url").write_text(url)
+
+
+TEMPORARY_SUFFIX = "-run"
+"""Servers named ``<x>-run`` (``.tmp/ui/<x>-run.{pid,url,log}``) live for one pipeline run only."""
+
+
+def temporary_urls() -> set[str]:
+    """URLs of the temporary servers of pipeline runs that are up now (not worth a link: gone after the run)."""
+    return {path.read_text().strip() for path in ui_dir().glob(f"*{TEMPORARY_SUFFIX}.url")}
 
 
 def ui_url(name: str) -> str | None:
@@ -64,6 +77,12 @@ def healthy(url: str) -> bool:
 
 def start(name: str, command: list[str], health_url: str, timeout_s: float = 120.0) -> subprocess.Popen[bytes]:
     """Start ``command`` in its own session (log and PID in .tmp/ui/) and poll its health URL."""
+    return wait_healthy(name, spawn(name, command, health_url), health_url, timeout_s)
+
+
+def spawn(name: str, command: list[str], health_url: str) -> subprocess.Popen[bytes]:
+    """Start ``command`` in its own session (log and PID in .tmp/ui/) without waiting for it: servers that
+    start side by side (``wait_healthy`` each afterwards) overlap their start-up."""
     log = open(ui_dir() / f"{name}.log", "ab")
     # MLflow's server otherwise forks 7 job consumers (~280 MB each) for GenAI jobs seed never uses.
     env = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **os.environ, "DO_NOT_TRACK": "true",
@@ -72,12 +91,19 @@ def start(name: str, command: list[str], health_url: str, timeout_s: float = 120
         env["PREFECT_UI_API_URL"] = health_url.removesuffix("/health")
     proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     (ui_dir() / f"{name}.pid").write_text(str(proc.pid))
+    return proc
+
+
+def wait_healthy(name: str, proc: subprocess.Popen[bytes], health_url: str,
+                 timeout_s: float = 120.0) -> subprocess.Popen[bytes]:
+    """Poll ``health_url`` until it answers; a server that exits or stays unhealthy for ``timeout_s`` is
+    stopped and raises ``RuntimeError`` pointing at its log."""
     deadline = time.monotonic() + timeout_s
     while not healthy(health_url):
         if proc.poll() is not None or time.monotonic() > deadline:
             stop(name, proc)
             raise RuntimeError(f"{name} server did not become healthy; see {ui_dir() / name}.log")
-        time.sleep(0.5)
+        time.sleep(0.2)
     return proc
 
 

@@ -24,7 +24,7 @@ from prefect.runtime import flow_run
 
 from flows.common import PARENT_RUN_VAR, PIPELINE_FLOW_RUN_VAR, add_flow_run_tags, eval_methods, pipeline_tag
 from flows import results, servers
-from seed_app.services import prefect_api
+from seed_app.services import pipeline_servers
 from seed_core import timing
 from seed_core.config import project_root
 from seed_core.loader import load_config
@@ -106,7 +106,7 @@ def run_pipeline(preset: Path | None = None, overrides: dict[str, Any] | None = 
         if flow_run.id:
             run_tags["prefect.flow_run_id"] = flow_run.id
             add_flow_run_tags(flow_run.id, [pipeline_tag(flow_run.id)])
-        with open_run(cfg, run_name, tags=run_tags) as parent, prefect_api() as api_url:
+        with pipeline_servers() as (api_url, _), open_run(cfg, run_name, tags=run_tags) as parent:
             env = {**stage_env(parent.run_id), "PREFECT_API_URL": api_url}
             if flow_run.id:
                 env[PIPELINE_FLOW_RUN_VAR] = flow_run.id
@@ -163,11 +163,11 @@ def pipeline_run_flow(preset: Path | None = None, overrides: dict[str, Any] | No
 
 def run_in_flow(preset: Path | None = None, overrides: dict[str, Any] | None = None,
                 name: str | None = None) -> PipelineRun:
-    """``pipeline_run_flow`` against ``prefect_api()`` (``seed ui``'s server, else a temporary one on the
-    project's database), so the pipeline run and its stages stay in the Prefect history."""
+    """``pipeline_run_flow`` against ``pipeline_servers()`` (``seed ui``'s servers, else temporary ones on the
+    project's databases), so the pipeline run and its stages stay in the Prefect and MLflow history."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    with prefect_api() as url, temporary_settings({PREFECT_API_URL: url}):
+    with pipeline_servers() as (url, _), temporary_settings({PREFECT_API_URL: url}):
         return pipeline_run_flow(preset, overrides or {}, name)
 
 

@@ -1,5 +1,6 @@
 """flows.servers, seed_app.services and `seed ui`: a taken port fails fast and starts nothing, a failed start
-stops what it started, and pipeline runs find `seed ui`'s Prefect server or else the project's Prefect database."""
+stops what it started, and pipeline runs find the configured servers, `seed ui`'s, or else start temporary ones on
+the project's databases."""
 
 from __future__ import annotations
 
@@ -109,20 +110,52 @@ def test_start_all_starts_what_is_down_and_keeps_what_is_up(ui_dir: Path, health
     assert gone(pids["mlflow"]) and flows_servers.ui_url("mlflow") is None
 
 
-def test_pipeline_runs_use_seed_ui_prefect_else_a_temporary_server(monkeypatch: pytest.MonkeyPatch,
-                                                                  health_server: str) -> None:
+def test_pipeline_runs_use_the_configured_servers_else_seed_ui(monkeypatch: pytest.MonkeyPatch,
+                                                                health_server: str) -> None:
     def no_start(*args: object, **kwargs: object) -> None:
         raise AssertionError("no server may start")
 
-    monkeypatch.setattr(flows_servers, "start", no_start)
+    monkeypatch.setattr(flows_servers, "spawn", no_start)
     monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
-    with services.prefect_api() as url:
-        assert url == "http://127.0.0.1:9/api"  # the configured server wins
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////tmp/chosen.db")
+    with services.pipeline_servers() as (prefect, mlflow):
+        assert (prefect, mlflow) == ("http://127.0.0.1:9/api", "sqlite:////tmp/chosen.db")  # configured ones win
     monkeypatch.delenv("PREFECT_API_URL")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
     monkeypatch.setattr(services, "configured_prefect_api", lambda: None)
     flows_servers.record_url("prefect", health_server)
-    with services.prefect_api() as url:
-        assert url == f"{health_server}/api"  # `seed ui`'s server
+    flows_servers.record_url("mlflow", health_server)
+    with services.pipeline_servers() as (prefect, mlflow):
+        assert (prefect, mlflow) == (f"{health_server}/api", health_server)  # `seed ui`'s servers
+        assert os.environ["MLFLOW_TRACKING_URI"] == health_server
+    assert "MLFLOW_TRACKING_URI" not in os.environ
+
+
+def test_a_pipeline_run_without_servers_gets_temporary_ones_side_by_side_that_stop_after_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Real Prefect and MLflow servers on tmp databases: the run's MLflow calls go to the temporary server,
+    which records into the store it serves; no link points at it; both are gone afterwards."""
+    import mlflow
+
+    from flows.results import mlflow_ui
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
+    monkeypatch.setattr(services, "configured_prefect_api", lambda: None)
+    monkeypatch.setattr(services, "tracking_uri", lambda: store)
+    with services.pipeline_servers() as (prefect, uri):
+        pids = {name: int((tmp_path / f"{name}.pid").read_text()) for name in ("prefect-run", "mlflow-run")}
+        assert flows_servers.healthy(f"{prefect}/health") and flows_servers.healthy(f"{uri}/health")
+        assert os.environ["MLFLOW_TRACKING_URI"] == uri and uri.startswith("http://127.0.0.1:")
+        assert mlflow_ui() is None  # no "MLflow run" link to a server that stops with the run
+        client = mlflow.MlflowClient(uri)
+        run_id = client.create_run(client.create_experiment("e")).info.run_id
+    assert "MLFLOW_TRACKING_URI" not in os.environ
+    assert all(gone(pid) for pid in pids.values()), pids
+    assert not list(tmp_path.glob("*-run.url"))
+    assert mlflow.MlflowClient(store).get_run(run_id).info.run_id == run_id  # recorded in the project's store
 
 
 def test_a_dvc_stage_process_reports_to_seed_ui_or_the_project_database(monkeypatch: pytest.MonkeyPatch,
@@ -153,7 +186,7 @@ def test_the_flows_package_sets_prefect_up_before_prefect_is_imported(tmp_path: 
 
 FLOW_ON_A_TEMPORARY_SERVER = """
 from prefect import flow
-from seed_app.services import prefect_api
+from seed_app.services import pipeline_servers
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
 @flow(log_prints=True)
@@ -161,7 +194,7 @@ def chatty():
     for i in range(50):
         print("line", i)
 
-with prefect_api() as url, temporary_settings({PREFECT_API_URL: url}):
+with pipeline_servers() as (url, _), temporary_settings({PREFECT_API_URL: url}):
     chatty()
 """
 
@@ -169,7 +202,8 @@ with prefect_api() as url, temporary_settings({PREFECT_API_URL: url}):
 def test_a_temporary_prefect_server_gets_the_logs_before_it_stops(tmp_path: Path) -> None:
     """Regression: the queued logs were flushed at exit against the stopped server (~90 s of retries)."""
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env |= {"PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(project_root())}
+    env |= {"PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(project_root()),
+            "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}  # only the Prefect server is temporary
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", FLOW_ON_A_TEMPORARY_SERVER], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)

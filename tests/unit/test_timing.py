@@ -68,10 +68,11 @@ def load_benchmark():
 def test_the_split_of_a_stage_adds_up_to_its_wall_time() -> None:
     bench = load_benchmark()
     record = {"label": "sft", "process_start": 100.0, "exit": 160.0,
-              "marks": {"imports_done": 104.0, "flow_body": 112.0, "stage_run_end": 157.0},
+              "marks": {"imports_done": 104.0, "config_loaded": 105.5, "flow_body": 112.0, "stage_run_end": 157.0},
               "spans_s": {"mlflow": 3.0, "imports": 5.0, "engine": 30.0, "prefect": 0.5, "flow_body": 6.5}}
     split = bench.stage_split(record, previous_end=97.0)
-    assert split == {"dvc_before_s": 3.0, "start_imports_s": 4.0, "prefect_s": 8.0 + 0.5 + 3.0, "mlflow_s": 3.0,
+    assert split == {"dvc_before_s": 3.0, "start_imports_s": 4.0, "config_s": 1.5, "prefect_s": 6.5 + 0.5 + 3.0,
+                     "mlflow_s": 3.0,
                      "lazy_imports_s": 5.0, "engine_s": 30.0, "flow_other_s": 45.0 - 30.0 - 5.0 - 3.0 - 0.5,
                      "process_s": 60.0}
     parts = sum(v for k, v in split.items() if k not in ("process_s", "dvc_before_s"))
