@@ -102,7 +102,7 @@ CPU_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
          "generation.max_new_tokens": 48, "generation.eval_temperature": 0.4,
          "collect.num_tasks": 4, "collect.group_size": 2, "collect.expert_episodes": 6,
          "sft.epochs": 2, "sft.lr": 5.0e-5, "sft.batch_size": 4, "sft.max_length": 768, "sft.include_expert": True,
-         "rl.rounds": 2, "rl.tasks_per_round": 1, "rl.group_size": 3, "rl.lr": 1.0e-6, "rl.micro_batch_size": 8, "rl.micro_batch_tokens": 1024,
+         "rl.rounds": 2, "rl.tasks_per_round": 1, "rl.group_size": 3, "rl.lr": 1.0e-6, "rl.micro_batch_size": 8, "rl.micro_batch_tokens": 512,
          "rl.analyzer_max_new_tokens": 96, "eval.num_tasks": 4}),
 }
 """Small presets for a CPU (2 cores): name -> (what it is, overrides of params.yaml)."""

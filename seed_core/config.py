@@ -295,10 +295,12 @@ class RLConfig(Section):
     """Step samples per optimizer step (paper: 256)."""
     micro_batch_size: int = Field(8, ge=1)
     """Step samples per forward/backward pass."""
-    micro_batch_tokens: int = Field(1024, ge=0)
+    micro_batch_tokens: int = Field(512, ge=0)
     """Token budget (prompt + response) per forward/backward pass, on top of ``micro_batch_size``; 0 = no
-    budget. Activation memory grows with it (SmolLM2-135M fp32: ~1.4 MB per token without gradient
-    checkpointing; benchmarks/results/peer_trl.json); the update's result does not depend on it."""
+    budget (a longer sample still gets a pass of its own). Activation memory grows with it (SmolLM2-135M fp32:
+    ~1 MB per token without gradient checkpointing): the 16 x ~500-token GRPO iteration of
+    benchmarks/peer_trl.py peaks at 4.35 GB with 1024 and 3.38 GB with 512, in the same time (62.7 vs
+    62.9 s). The update's result does not depend on it beyond float summation order."""
     ppo_epochs: int = Field(1, ge=1)
     analyzer_temperature: float = Field(0.0, ge=0.0)
     """0 = greedy self-analysis."""
