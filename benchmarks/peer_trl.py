@@ -266,7 +266,7 @@ def main() -> None:
     parser.add_argument("--trl-python", default=sys.executable)
     parser.add_argument("--concurrent", action="store_true",
                         help="run a repetition's seed and TRL workers at the same time (a shared, loaded machine)")
-    parser.add_argument("--out", default=None)
+    parser.add_argument("--out", default=None, help="also write the JSON here (benchmarks/results/peer_trl.json)")
     parser.add_argument("--combine", nargs="+", metavar="JSON",
                         help="write one report from earlier result files of the same workload (runs nothing)")
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
@@ -292,6 +292,10 @@ def main() -> None:
          "max_new_tokens": args.max_new_tokens, "beta": args.beta, "lr": args.lr, "threads": args.threads,
          "seed": args.seed, "seed_grad_ckpt": args.seed_grad_ckpt, "seed_rl": json.loads(args.seed_rl),
          "trl_args": json.loads(args.trl_args), "scratch": str(tmp)}
+    from seed_core.config import RLConfig  # seed's micro-batching as run: the overrides, else the schema defaults
+
+    w["seed_micro_batching"] = {k: w["seed_rl"].get(k, getattr(RLConfig(), k))
+                                for k in ("micro_batch_size", "micro_batch_tokens")}
     impls = [args.only] if args.only else ["seed", "trl"]
     runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in impls}
     schedule = "seed and TRL workers of a repetition run at the same time (same machine load)" \
