@@ -6,12 +6,19 @@ this package points Prefect at ``seed ui``'s server when it is up, else at the p
 (``.prefect/``, the one ``seed ui`` serves), before Prefect is imported: the stage's flow run stays
 in the history instead of dying with a temporary database.
 
+Under ``seed run`` a stage process hands itself to the run's warm stage server (``flows.warm``), which has
+imported Prefect, MLflow and torch once, and exits with the status of the fork that ran the stage.
+
 The engine's log lines (``seed_core.logs``) reach each flow run's logs in the Prefect UI: ``seed_core`` is
 added to ``PREFECT_LOGGING_EXTRA_LOGGERS`` before Prefect is imported, at ``$SEED_LOG_LEVEL`` (default INFO).
 """
 
-import logging as _logging
-import os as _os
+from flows.warm import client_main as _client_main
+
+_client_main()  # under `seed run`: this stage runs in a fork of the warm stage server, and exits there
+
+import logging as _logging  # noqa: E402
+import os as _os  # noqa: E402
 
 _extra = [name for name in _os.environ.get("PREFECT_LOGGING_EXTRA_LOGGERS", "").split(",") if name.strip()]
 _os.environ["PREFECT_LOGGING_EXTRA_LOGGERS"] = ",".join(dict.fromkeys([*_extra, "seed_core"]))

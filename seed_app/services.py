@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from flows import servers
+from flows import servers, warm
 from seed_core import timing
-from seed_core.config import endpoint_env
+from seed_core.config import endpoint_env, project_root
 from seed_core.tracking import artifact_location, tracking_uri
 
 
@@ -140,3 +143,27 @@ def flush_prefect_workers(timeout_s: float = 15.0) -> None:
 
     for worker in (APILogWorker, EventsWorker):
         worker.drain_all(timeout=timeout_s)
+
+
+@contextlib.contextmanager
+def stage_server(env: dict[str, str]) -> Iterator[dict[str, str]]:
+    """The warm stage server (``flows.warm``) of a pipeline run, started with the stage processes' environment;
+    yields the variables that send stage processes to it. Its socket lives in a private (0700) temporary
+    directory. Stage processes that come before it listens (it imports for ~4 s) run as their own processes."""
+    directory = Path(tempfile.mkdtemp(prefix="seed-stages-"))
+    path = directory / "server.sock"
+    with open(servers.ui_dir() / "stages-run.log", "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "flows.warm", "--serve", str(path)], cwd=project_root(),
+                                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        yield {warm.SOCKET_VAR: str(path)}
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        shutil.rmtree(directory, ignore_errors=True)

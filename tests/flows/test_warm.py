@@ -1,0 +1,122 @@
+"""flows.warm: a stage process handed to the warm stage server runs in a fork with the stage process's argv,
+working directory, environment and standard streams, and the stage process exits with the fork's code;
+signals go on to the fork, a vanished stage process takes its fork with it, and without a server the stage
+runs where it is."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from flows import warm
+from seed_core.config import project_root
+
+STAGE = """
+import os, sys, time
+print("argv", sys.argv[1:], "cwd", os.getcwd(), "X", os.environ.get("X"), flush=True)
+print("to stderr", file=sys.stderr, flush=True)
+open(os.environ["PID_FILE"], "w").write(str(os.getpid()))
+if sys.argv[1] == "sleep":
+    time.sleep(60)
+if sys.argv[1] == "fail":
+    raise RuntimeError("the stage failed")
+sys.exit(int(sys.argv[1]))
+"""
+
+CLIENT = "import sys; from flows.warm import run_in_server; sys.exit(run_in_server(sys.argv[1], sys.argv[3:], sys.argv[2]))"
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    """A real stage server (no warm-up imports) whose forks can import the test stage module ``probe_stage``."""
+    (tmp_path / "probe_stage.py").write_text(STAGE)
+    path = str(tmp_path / "server.sock")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(project_root()), str(tmp_path)])}
+    proc = subprocess.Popen([sys.executable, "-c", f"from flows.warm import serve; serve({path!r}, modules=())"],
+                            env=env, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not Path(path).exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "the stage server did not start"
+        time.sleep(0.05)
+    time.sleep(0.2)  # bound, now listening
+    yield path
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=30)
+
+
+def client(server: str, tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(project_root()), "X": "from-the-client", "PID_FILE": str(tmp_path / "pid")}
+    return subprocess.Popen([sys.executable, "-c", CLIENT, "probe_stage", server, *args], cwd=work, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_the_fork_runs_as_the_stage_process_and_its_exit_code_is_the_stage_processs(server: str,
+                                                                                   tmp_path: Path) -> None:
+    proc = client(server, tmp_path, "7", "hello")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 7
+    assert f"argv ['7', 'hello'] cwd {tmp_path / 'work'} X from-the-client" in out  # its streams, dir, env
+    assert "to stderr" in err
+    assert int((tmp_path / "pid").read_text()) != proc.pid  # it ran elsewhere: in a fork of the server
+    failing = client(server, tmp_path, "fail")
+    out, err = failing.communicate(timeout=60)
+    assert failing.returncode == 1 and "RuntimeError: the stage failed" in err  # a traceback, as python prints it
+    assert client(server, tmp_path, "0").wait(timeout=60) == 0
+
+
+def test_a_signal_to_the_stage_process_reaches_the_fork(server: str, tmp_path: Path) -> None:
+    proc = client(server, tmp_path, "sleep")
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "pid").is_file():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    fork = int((tmp_path / "pid").read_text())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    deadline = time.monotonic() + 10
+    while not gone(fork):
+        assert time.monotonic() < deadline, "the fork outlived the signal"
+        time.sleep(0.05)
+
+
+def test_a_vanished_stage_process_takes_its_fork_with_it(server: str, tmp_path: Path) -> None:
+    proc = client(server, tmp_path, "sleep")
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "pid").is_file():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    fork = int((tmp_path / "pid").read_text())
+    proc.kill()  # SIGKILL: no chance to forward anything
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while not gone(fork):
+        assert time.monotonic() < deadline, "the fork outlived its stage process"
+        time.sleep(0.05)
+    (tmp_path / "pid").unlink()
+    assert client(server, tmp_path, "3").wait(timeout=60) == 3  # the server serves the next stage
+
+
+def test_without_a_server_the_stage_runs_where_it_is(tmp_path: Path) -> None:
+    assert warm.run_in_server("probe_stage", [], str(tmp_path / "nothing.sock")) is None
+    assert warm.requested_module(["python", "-m", "flows.rl", "--algorithm", "seed"]) == \
+        ("flows.rl", ["--algorithm", "seed"])
+    assert warm.requested_module(["python", "-X", "importtime", "-m", "flows.report"]) == ("flows.report", [])
+    assert warm.requested_module(["python", "-m", "flows.warm", "--serve", "x"]) is None  # not a stage
+    assert warm.requested_module(["python", "-c", "import flows"]) is None
