@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+import psutil
 import pytest
 
 from flows import warm
@@ -34,11 +35,7 @@ CLIENT = "import sys; from flows.warm import run_in_server; sys.exit(run_in_serv
 
 
 def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+    return not psutil.pid_exists(pid)  # the server reaps its forks, so an ended fork leaves no zombie
 
 
 @pytest.fixture
@@ -57,6 +54,15 @@ def server(tmp_path: Path) -> Iterator[str]:
     yield path
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(timeout=30)
+
+
+def fork_pid(tmp_path: Path) -> int:
+    """The PID the test stage wrote once it started in its fork."""
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "pid").is_file():
+        assert time.monotonic() < deadline, "the stage never started"
+        time.sleep(0.05)
+    return int((tmp_path / "pid").read_text())
 
 
 def client(server: str, tmp_path: Path, *args: str) -> subprocess.Popen[str]:
@@ -83,11 +89,7 @@ def test_the_fork_runs_as_the_stage_process_and_its_exit_code_is_the_stage_proce
 
 def test_a_signal_to_the_stage_process_reaches_the_fork(server: str, tmp_path: Path) -> None:
     proc = client(server, tmp_path, "sleep")
-    deadline = time.monotonic() + 30
-    while not (tmp_path / "pid").is_file():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    fork = int((tmp_path / "pid").read_text())
+    fork = fork_pid(tmp_path)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 128 + signal.SIGTERM
     deadline = time.monotonic() + 10
@@ -98,11 +100,7 @@ def test_a_signal_to_the_stage_process_reaches_the_fork(server: str, tmp_path: P
 
 def test_a_vanished_stage_process_takes_its_fork_with_it(server: str, tmp_path: Path) -> None:
     proc = client(server, tmp_path, "sleep")
-    deadline = time.monotonic() + 30
-    while not (tmp_path / "pid").is_file():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    fork = int((tmp_path / "pid").read_text())
+    fork = fork_pid(tmp_path)
     proc.kill()  # SIGKILL: no chance to forward anything
     proc.wait(timeout=10)
     deadline = time.monotonic() + 10
