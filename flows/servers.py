@@ -122,21 +122,33 @@ def _alive(pgid: int, proc: subprocess.Popen[bytes] | None) -> bool:
 def stop(name: str, proc: subprocess.Popen[bytes] | None = None, timeout_s: float = 30.0) -> int | None:
     """SIGTERM the process group started for ``name`` (its own session: the server and its workers,
     nothing else), wait until it is gone, SIGKILL after ``timeout_s``. Returns the PID (None: none)."""
-    pid_file = ui_dir() / f"{name}.pid"
-    if not pid_file.is_file():
-        return None
-    pid = int(pid_file.read_text())
-    pid_file.unlink()
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGTERM)
+    return stop_all([(name, proc)], timeout_s)[name]
+
+
+def stop_all(started: list[tuple[str, subprocess.Popen[bytes] | None]],
+             timeout_s: float = 30.0) -> dict[str, int | None]:
+    """``stop`` for several servers at once: SIGTERM to every group first, then wait for them together (their
+    shut-downs overlap). Returns name -> PID (None: no PID file, nothing to stop)."""
+    pids: dict[str, int | None] = {}
+    waiting: list[tuple[int, subprocess.Popen[bytes] | None]] = []
+    for name, proc in started:
+        pid_file = ui_dir() / f"{name}.pid"
+        pids[name] = int(pid_file.read_text()) if pid_file.is_file() else None
+        if pids[name] is None:
+            continue
+        pid_file.unlink()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pids[name], signal.SIGTERM)
+        waiting.append((pids[name], proc))
     deadline = time.monotonic() + timeout_s
-    while _alive(pid, proc):
+    while waiting := [(pid, proc) for pid, proc in waiting if _alive(pid, proc)]:
         if time.monotonic() > deadline:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
+            for pid, _ in waiting:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
             break
-        time.sleep(0.5)
-    return pid
+        time.sleep(0.05)
+    return pids
 
 
 def prefect_home() -> Path:

@@ -22,20 +22,14 @@ from typing import Any, Callable
 from prefect import flow
 from prefect.runtime import flow_run
 
-from flows.common import PARENT_RUN_VAR, PIPELINE_FLOW_RUN_VAR, add_flow_run_tags, eval_methods, pipeline_tag
+from flows.common import (PARENT_RUN_VAR, PIPELINE_FLOW_RUN_VAR, add_flow_run_tags, eval_methods, flow_run_settings,
+                          pipeline_tag)
 from flows import results, servers
-from seed_app.services import pipeline_servers, stage_server
+from seed_app.services import QUIET_ENV, pipeline_servers
 from seed_core import timing
 from seed_core.config import project_root
 from seed_core.loader import load_config
 from seed_core.tracking import open_run, tracking_uri
-
-QUIET_ENV = {"DO_NOT_TRACK": "true", "MLFLOW_DISABLE_TELEMETRY": "true", "DVC_NO_ANALYTICS": "1",
-             "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "HF_HUB_OFFLINE": "1",
-             "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90"}
-"""Telemetry off and offline defaults for the stage processes (stack-notes §8.1); the user's own
-values win."""
-
 
 def dvc_command(overrides: dict[str, Any], name: str | None, experiment: bool,
                 targets: tuple[str, ...] = ()) -> list[str]:
@@ -111,10 +105,9 @@ def run_pipeline(preset: Path | None = None, overrides: dict[str, Any] | None = 
             if flow_run.id:
                 env[PIPELINE_FLOW_RUN_VAR] = flow_run.id
             try:
-                with stage_server(env) as server_env:  # the stages' imports paid once (flows.warm)
-                    timing.mark("dvc_start")
-                    subprocess.run(cmd, cwd=root, env={**env, **server_env}, check=True)
-                    timing.mark("dvc_end")
+                timing.mark("dvc_start")
+                subprocess.run(cmd, cwd=root, env=env, check=True)  # stage processes fork from the warm server
+                timing.mark("dvc_end")
             finally:
                 if flow_run.id:  # also after a failed stage: the link to its logs matters most then
                     results.publish_stage_runs(pipeline_tag(flow_run.id))
@@ -168,7 +161,7 @@ def run_in_flow(preset: Path | None = None, overrides: dict[str, Any] | None = N
     project's databases), so the pipeline run and its stages stay in the Prefect and MLflow history."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    with pipeline_servers() as (url, _), temporary_settings({PREFECT_API_URL: url}):
+    with pipeline_servers() as (url, _), temporary_settings({PREFECT_API_URL: url, **flow_run_settings()}):
         return pipeline_run_flow(preset, overrides or {}, name)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -88,14 +87,24 @@ def configured_mlflow() -> str | None:
 
 PREFECT_RUN, MLFLOW_RUN = f"prefect{servers.TEMPORARY_SUFFIX}", f"mlflow{servers.TEMPORARY_SUFFIX}"
 """Names of a pipeline run's temporary servers (``.tmp/ui/<name>.{pid,url,log}``)."""
+STAGES_RUN = f"stages{servers.TEMPORARY_SUFFIX}"
+"""Name of a pipeline run's warm stage server (``flows.warm``; ``.tmp/ui/stages-run.{pid,log}``)."""
+QUIET_ENV = {"DO_NOT_TRACK": "true", "MLFLOW_DISABLE_TELEMETRY": "true", "DVC_NO_ANALYTICS": "1",
+             "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "HF_HUB_OFFLINE": "1",
+             "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90"}
+"""Telemetry off and offline defaults for a pipeline run's processes (stack-notes §8.1); the user's own
+values win."""
 
 
 @contextlib.contextmanager
 def pipeline_servers() -> Iterator[tuple[str, str]]:
     """(Prefect API URL, MLflow tracking URI) of a pipeline run, each the configured one ($PREFECT_API_URL,
     $MLFLOW_TRACKING_URI), else ``seed ui``'s server, else a temporary server on the project's database for
-    the run. Temporary servers start side by side (their start-ups overlap) and stop afterwards; inside,
-    ``$MLFLOW_TRACKING_URI`` names the MLflow one, so the parent run and every stage process use it.
+    the run; and the run's warm stage server (``flows.warm``). They all start side by side (their start-ups
+    overlap: the stage server imports torch, Prefect and MLflow while the Prefect server migrates its
+    database) and stop together afterwards. Inside, ``$MLFLOW_TRACKING_URI`` names the MLflow server and
+    ``$SEED_STAGE_SERVER`` the stage server's socket, so the parent run and every stage process use them; a
+    nested call (``seed run``'s pipeline flow calls ``run_pipeline``) starts nothing new.
 
     Why servers: without Prefect's, every stage process would start its own temporary one (~10 s each, and
     concurrent first starts race on the database: stack-notes pitfall 6). Without MLflow's, every stage
@@ -108,30 +117,41 @@ def pipeline_servers() -> Iterator[tuple[str, str]]:
     temporary: dict[str, tuple[list[str], str, str]] = {}  # name -> (command, health URL, base URL)
     if prefect is None:
         temporary[PREFECT_RUN] = servers.prefect_server()
+        prefect = f"{temporary[PREFECT_RUN][2]}/api"
     if mlflow is None:
         temporary[MLFLOW_RUN] = mlflow_server(servers.free_port())
+        mlflow = temporary[MLFLOW_RUN][2]
     started: list[tuple[str, subprocess.Popen[bytes]]] = []
-    old_uri = os.environ.get("MLFLOW_TRACKING_URI")
+    saved = {var: os.environ.get(var) for var in ("MLFLOW_TRACKING_URI", warm.SOCKET_VAR)}
+    socket_dir = None
     try:
         for name, (command, health, _) in temporary.items():
             started.append((name, servers.spawn(name, command, health)))
+        if not os.environ.get(warm.SOCKET_VAR):
+            socket_dir = Path(tempfile.mkdtemp(prefix="seed-stages-"))
+            env = {**QUIET_ENV, **os.environ, "PREFECT_API_URL": prefect, "MLFLOW_TRACKING_URI": mlflow}
+            started.append((STAGES_RUN, stage_server(socket_dir / "server.sock", env)))
+            os.environ[warm.SOCKET_VAR] = str(socket_dir / "server.sock")
         for name, proc in started:
-            servers.wait_healthy(name, proc, temporary[name][1])
-            servers.record_url(name, temporary[name][2])
+            if name in temporary:
+                servers.wait_healthy(name, proc, temporary[name][1])
+                servers.record_url(name, temporary[name][2])
         timing.mark("servers_up")
-        prefect = prefect or f"{temporary[PREFECT_RUN][2]}/api"
-        os.environ["MLFLOW_TRACKING_URI"] = mlflow = mlflow or temporary[MLFLOW_RUN][2]
+        os.environ["MLFLOW_TRACKING_URI"] = mlflow
         yield prefect, mlflow
     finally:
-        if old_uri is None:
-            os.environ.pop("MLFLOW_TRACKING_URI", None)
-        else:
-            os.environ["MLFLOW_TRACKING_URI"] = old_uri
+        for var, value in saved.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
         if PREFECT_RUN in temporary and "prefect" in sys.modules:
             flush_prefect_workers()
-        for name, proc in reversed(started):
-            servers.stop(name, proc)
+        servers.stop_all(started[::-1])
+        for name in temporary:
             (servers.ui_dir() / f"{name}.url").unlink(missing_ok=True)
+        if socket_dir is not None:
+            shutil.rmtree(socket_dir, ignore_errors=True)
 
 
 def flush_prefect_workers(timeout_s: float = 15.0) -> None:
@@ -145,25 +165,13 @@ def flush_prefect_workers(timeout_s: float = 15.0) -> None:
         worker.drain_all(timeout=timeout_s)
 
 
-@contextlib.contextmanager
-def stage_server(env: dict[str, str]) -> Iterator[dict[str, str]]:
-    """The warm stage server (``flows.warm``) of a pipeline run, started with the stage processes' environment;
-    yields the variables that send stage processes to it. Its socket lives in a private (0700) temporary
-    directory. Stage processes that come before it listens (it imports for ~4 s) run as their own processes."""
-    directory = Path(tempfile.mkdtemp(prefix="seed-stages-"))
-    path = directory / "server.sock"
-    with open(servers.ui_dir() / "stages-run.log", "ab") as log:
+def stage_server(path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Start a warm stage server (``flows.warm``) listening on ``path`` (in a private, 0700 directory) with the
+    stage processes' environment; its PID and log go beside the other servers' (``STAGES_RUN``). It listens
+    before it imports (~4 s), so a stage that comes early waits for it rather than importing on its own."""
+    with open(servers.ui_dir() / f"{STAGES_RUN}.log", "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "flows.warm", "--serve", str(path)], cwd=project_root(),
                                 env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-    try:
-        yield {warm.SOCKET_VAR: str(path)}
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        shutil.rmtree(directory, ignore_errors=True)
+    (servers.ui_dir() / f"{STAGES_RUN}.pid").write_text(str(proc.pid))
+    return proc

@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flows import servers as flows_servers
+from flows import warm
 from seed_app import services
 from seed_core.config import project_root
 
@@ -145,14 +146,22 @@ def test_a_pipeline_run_without_servers_gets_temporary_ones_side_by_side_that_st
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
     monkeypatch.setattr(services, "configured_prefect_api", lambda: None)
     monkeypatch.setattr(services, "tracking_uri", lambda: store)
+    monkeypatch.delenv(warm.SOCKET_VAR, raising=False)
     with services.pipeline_servers() as (prefect, uri):
-        pids = {name: int((tmp_path / f"{name}.pid").read_text()) for name in ("prefect-run", "mlflow-run")}
+        pids = {name: int((tmp_path / f"{name}.pid").read_text()) for name in ("prefect-run", "mlflow-run", "stages-run")}
         assert flows_servers.healthy(f"{prefect}/health") and flows_servers.healthy(f"{uri}/health")
         assert os.environ["MLFLOW_TRACKING_URI"] == uri and uri.startswith("http://127.0.0.1:")
         assert mlflow_ui() is None  # no "MLflow run" link to a server that stops with the run
         client = mlflow.MlflowClient(uri)
         run_id = client.create_run(client.create_experiment("e")).info.run_id
-    assert "MLFLOW_TRACKING_URI" not in os.environ
+        socket_path = os.environ[warm.SOCKET_VAR]  # the stage processes' warm server (flows.warm)
+        monkeypatch.setattr(services, "configured_prefect_api", lambda: prefect)  # as in the pipeline flow's settings
+        with services.pipeline_servers() as inner:  # `seed run`'s pipeline flow calling run_pipeline
+            assert inner == (prefect, uri) and os.environ[warm.SOCKET_VAR] == socket_path
+            assert int((tmp_path / "stages-run.pid").read_text()) == pids["stages-run"]  # nothing new started
+        assert os.environ[warm.SOCKET_VAR] == socket_path
+    assert "MLFLOW_TRACKING_URI" not in os.environ and warm.SOCKET_VAR not in os.environ
+    assert not Path(socket_path).parent.exists()
     assert all(gone(pid) for pid in pids.values()), pids
     assert not list(tmp_path.glob("*-run.url"))
     assert mlflow.MlflowClient(store).get_run(run_id).info.run_id == run_id  # recorded in the project's store

@@ -5,6 +5,7 @@ runs where it is."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -23,6 +24,9 @@ STAGE = """
 import os, sys, time
 print("argv", sys.argv[1:], "cwd", os.getcwd(), "X", os.environ.get("X"), flush=True)
 print("to stderr", file=sys.stderr, flush=True)
+print("warmed", "warmed" in sys.modules, flush=True)
+import gc
+print("gc", gc.isenabled(), gc.get_freeze_count() > 0, flush=True)
 open(os.environ["PID_FILE"], "w").write(str(os.getpid()))
 if sys.argv[1] == "sleep":
     time.sleep(60)
@@ -38,18 +42,35 @@ def gone(pid: int) -> bool:
     return not psutil.pid_exists(pid)  # the server reaps its forks, so an ended fork leaves no zombie
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[str]:
-    """A real stage server (no warm-up imports) whose forks can import the test stage module ``probe_stage``."""
+WARMED = """import os, time
+time.sleep(1.5)  # a slow import, as torch's is
+open(os.environ["WARMED_FILE"], "w").close()
+"""
+BROKEN = "import time; time.sleep(1.5); raise ImportError('a warm-up import that fails')\n"
+
+
+def start_server(tmp_path: Path, modules: tuple[str, ...] = ()) -> tuple[subprocess.Popen[bytes], str]:
+    """A real stage server warming up ``modules``, whose forks can import the test stage module ``probe_stage``;
+    returns once its socket exists."""
     (tmp_path / "probe_stage.py").write_text(STAGE)
+    (tmp_path / "warmed.py").write_text(WARMED)
+    (tmp_path / "broken.py").write_text(BROKEN)
     path = str(tmp_path / "server.sock")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(project_root()), str(tmp_path)])}
-    proc = subprocess.Popen([sys.executable, "-c", f"from flows.warm import serve; serve({path!r}, modules=())"],
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(project_root()), str(tmp_path)]),
+           "WARMED_FILE": str(tmp_path / "warmed-up")}
+    proc = subprocess.Popen([sys.executable, "-c", f"from flows.warm import serve; serve({path!r}, modules={modules!r})"],
                             env=env, start_new_session=True)
     deadline = time.monotonic() + 30
     while not Path(path).exists():
         assert proc.poll() is None and time.monotonic() < deadline, "the stage server did not start"
         time.sleep(0.05)
+    return proc, path
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    """A real stage server without warm-up imports."""
+    proc, path = start_server(tmp_path)
     time.sleep(0.2)  # bound, now listening
     yield path
     os.killpg(proc.pid, signal.SIGTERM)
@@ -118,3 +139,28 @@ def test_without_a_server_the_stage_runs_where_it_is(tmp_path: Path) -> None:
     assert warm.requested_module(["python", "-X", "importtime", "-m", "flows.report"]) == ("flows.report", [])
     assert warm.requested_module(["python", "-m", "flows.warm", "--serve", "x"]) is None  # not a stage
     assert warm.requested_module(["python", "-c", "import flows"]) is None
+
+
+def test_a_stage_that_comes_during_the_warm_up_waits_for_it_and_runs_in_a_fork(tmp_path: Path) -> None:
+    proc, path = start_server(tmp_path, modules=("warmed",))
+    try:
+        assert not (tmp_path / "warmed-up").exists()  # it listens before it imports
+        stage = client(path, tmp_path, "5")
+        out, _ = stage.communicate(timeout=60)
+        assert stage.returncode == 5
+        assert "warmed True" in out  # a fork of the warmed-up server, not a process that ran the stage itself
+        assert "gc True True" in out  # collecting, but never over the server's frozen objects (no page copies)
+        assert int((tmp_path / "pid").read_text()) != stage.pid
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def test_a_server_whose_warm_up_fails_sends_the_stage_back_to_run_where_it_is(tmp_path: Path) -> None:
+    proc, path = start_server(tmp_path, modules=("broken",))
+    try:
+        assert warm.run_in_server("probe_stage", ["0"], path) is None  # connected, then hung up: run it yourself
+        assert proc.wait(timeout=30) != 0  # the server ended on the ImportError
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
