@@ -114,7 +114,7 @@ def dvc_lock_md5s(inputs: list[Path], root: Path | None = None) -> dict[str, str
     if not lock_path.is_file():
         return {}
     recorded: dict[str, str] = {}
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the lock lists every code dep (0.2 s vs 1 s)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~5x faster than the pure-Python loader
     for stage in (yaml.load(lock_path.read_text(), Loader=loader) or {}).get("stages", {}).values():
         for out in stage.get("outs", []):
             recorded[out["path"]] = str(out.get("md5", ""))

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-PROJECT_FILES = ("seed_core", "tasks", "flows", "seed_app", "dvc.yaml", ".dvcignore", ".dvc/config", ".dvc/.gitignore",
-                 ".gitignore", "pyproject.toml")
+PROJECT_FILES = ("seed_core", "tasks", "flows", "seed_app", "scripts/dvc_deps.py", "dvc.yaml", ".dvcignore",
+                 ".dvc/config", ".dvc/.gitignore", ".gitignore", "pyproject.toml")
 
 
 @pytest.fixture(scope="module")

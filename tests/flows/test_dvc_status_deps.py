@@ -1,5 +1,6 @@
-"""In a tiny DVC copy: editing a file in each seed_core subpackage marks changed exactly the stages whose
-import graph reaches it (issue 14). Outputs are placeholders recorded with ``dvc commit``; nothing runs."""
+"""In a tiny DVC copy: editing a file in each seed_core subpackage marks changed the ``code`` stage and, once
+it has rewritten the fingerprints (``scripts/dvc_deps.py``), exactly the stages whose import graph reaches the
+file (issue 14). Outputs are placeholders recorded with ``dvc commit``; no stage flow runs."""
 
 from __future__ import annotations
 
@@ -29,17 +30,23 @@ def _dvc(cwd: Path, *args: str) -> str:
     return result.stdout
 
 
+def fingerprints(root: Path) -> None:
+    """The ``code`` stage's command, run in the copy."""
+    subprocess.run([sys.executable, "scripts/dvc_deps.py", "--fingerprints", "data/code"], cwd=root, check=True)
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("dvcdeps")
-    for name in ("flows", "tasks", "seed_core"):
+    for name in (*dvc_deps.PACKAGES, "scripts"):
         shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("dvc.yaml", "params.yaml", ".dvcignore"):
         shutil.copy(ROOT / name, root / name)
     _dvc(root, "init", "--no-scm", "-q")
     _dvc(root, "config", "core.analytics", "false")
+    fingerprints(root)
     for stage in Repo(str(root)).index.stages:  # placeholder outputs (foreach and ${...} resolved by DVC)
-        for out in stage.outs:
+        for out in stage.outs if stage.name != dvc_deps.CODE_STAGE else []:
             path = root / out.def_path
             if path.suffix:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -60,10 +67,13 @@ def test_an_edit_marks_exactly_the_stages_that_import_the_file(project: Path, ed
     original = path.read_text()
     path.write_text(original + "\n# edited\n")
     try:
+        assert set(json.loads(_dvc(project, "status", "--json"))) == {dvc_deps.CODE_STAGE}
+        fingerprints(project)  # what `dvc repro` runs first: the code stage
         changed = {name.split("@")[0] for name in json.loads(_dvc(project, "status", "--json"))}
     finally:
         path.write_text(original)
-    assert changed == expected
+        fingerprints(project)
+    assert changed == expected | {dvc_deps.CODE_STAGE}
 
 
 @pytest.mark.parametrize(("key", "value"), [("rl.lr", 2e-6), ("generation.eval_temperature", 0.5), ("sft.lr", 3e-5),

@@ -1,13 +1,18 @@
-"""dvc.yaml deps follow the import graph (issue 14): every seed_core / flows / tasks module a stage can import,
-at module level or inside a function, transitively from its ``python -m flows.<stage>`` entry point, is
-covered by one of that stage's deps (so editing it marks the stage changed), and every code dep is such a
-module (so editing another file does not). The scan: ``scripts/dvc_deps.py``."""
+"""dvc.yaml code deps follow the import graph (issue 14): each stage depends on its code fingerprint
+``data/code/<stage>.sha256``, which the ``code`` stage writes from the package folders it depends on, and
+which lists every seed_core / flows / tasks module the stage can import (at module level or inside a function,
+transitively from its ``python -m flows.<stage>`` entry point) and nothing else: editing such a module changes
+the fingerprint and so reruns the stage; editing another file does not. The scan: ``scripts/dvc_deps.py``."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import os
+from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.unit.test_params_consistency import ROOT
 
@@ -24,18 +29,43 @@ def test_the_scanner_sees_function_level_and_relative_imports() -> None:
     assert ROOT / "seed_core" / "webshop" / "reward.py" in everything  # via the env registry
 
 
-@pytest.mark.parametrize("stage", sorted(STAGES))
-def test_every_module_a_stage_can_import_is_a_dep_of_it(stage: str) -> None:
-    entry, deps, _ = STAGES[stage]
-    missing = sorted(p.relative_to(ROOT).as_posix() for p in dvc_deps.reachable(entry) if not dvc_deps.covered(p, deps))
-    assert not missing, f"dvc.yaml stage {stage!r} imports these files but does not depend on them: {missing}"
+SPEC = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
 
 
 @pytest.mark.parametrize("stage", sorted(STAGES))
-def test_every_code_dep_of_a_stage_is_imported_by_it(stage: str) -> None:
-    """The other way: a code dep the stage cannot import would rerun it for nothing."""
-    entry, deps, _ = STAGES[stage]
-    files = dvc_deps.reachable(entry)
+def test_each_stage_depends_on_its_fingerprint_and_on_no_code_file_directly(stage: str) -> None:
+    _, deps, _ = STAGES[stage]
+    assert dvc_deps.fingerprint_path(stage) in deps
     code = [d for d in deps if d.split("/")[0] in dvc_deps.PACKAGES]
-    unused = [d for d in code if not any(dvc_deps.covered(f, [d]) for f in files)]
-    assert not unused, f"dvc.yaml stage {stage!r} depends on code it never imports: {unused}"
+    assert not code, f"dvc.yaml stage {stage!r} lists code files; its fingerprint covers them: {code}"
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_a_fingerprint_lists_exactly_the_files_the_stage_can_import_with_their_sha256(stage: str) -> None:
+    entry, _, _ = STAGES[stage]
+    lines = [line.split("  ", 1) for line in dvc_deps.fingerprint(entry).splitlines()]
+    assert sorted(path for _, path in lines) == sorted(p.relative_to(ROOT).as_posix() for p in dvc_deps.reachable(entry))
+    for digest, path in lines:
+        assert digest == hashlib.sha256((ROOT / path).read_bytes()).hexdigest()
+    assert ("seed_core/rollout/vllm_worker.py" in dict(reversed(pair) for pair in lines)) == \
+        (ROOT / "seed_core/rollout/vllm_engine.py" in dvc_deps.reachable(entry))  # copied, not imported
+
+
+def test_the_code_stage_depends_on_every_package_and_writes_every_fingerprint() -> None:
+    code = SPEC[dvc_deps.CODE_STAGE]
+    assert sorted(code["deps"]) == sorted(["scripts/dvc_deps.py", *dvc_deps.PACKAGES])
+    outs = {next(iter(out)) if isinstance(out, dict) else out: out for out in code["outs"]}
+    assert sorted(outs) == sorted(dvc_deps.fingerprint_path(stage) for stage in STAGES)
+    assert all(isinstance(out, dict) and next(iter(out.values())) == {"cache": False} for out in outs.values())
+
+
+def test_writing_fingerprints_replaces_files_instead_of_editing_them(tmp_path: Path) -> None:
+    """DVC may have hard-linked an older fingerprint into its cache: writing through the link would corrupt it."""
+    old = tmp_path / "report.sha256"
+    old.write_text("old\n")
+    linked = tmp_path / "cached-object"
+    os.link(old, linked)
+    written = dvc_deps.write_fingerprints(tmp_path)
+    assert sorted(p.name for p in written) == sorted(f"{stage}.sha256" for stage in STAGES)
+    assert linked.read_text() == "old\n"
+    assert old.read_text() == dvc_deps.fingerprint(STAGES["report"][0])
