@@ -50,6 +50,11 @@ def record_url(name: str, url: str) -> None:
 
 TEMPORARY_SUFFIX = "-run"
 """Servers named ``<x>-run`` (``.tmp/ui/<x>-run.{pid,url,log}``) live for one pipeline run only."""
+TEMPORARY_PREFECT_ENV = {"PREFECT_SERVER_REGISTER_BLOCKS_ON_START": "false",
+                         "PREFECT_SERVER_MEMOIZE_BLOCK_AUTO_REGISTRATION": "false"}
+"""A pipeline run's temporary Prefect server skips registering block types (seed uses none; 1.0-1.2 s of its
+~11 s first start, measured) and so must not memoize that it did: ``seed ui``'s server on the same database
+then registers them, and its Blocks page is complete. The user's own values win."""
 
 
 def temporary_urls() -> set[str]:
@@ -89,6 +94,8 @@ def spawn(name: str, command: list[str], health_url: str) -> subprocess.Popen[by
            "MLFLOW_DISABLE_TELEMETRY": "true", "PREFECT_HOME": str(prefect_home())}
     if name.startswith("prefect"):  # its UI calls the API here: `--port` alone leaves the UI on port 4200
         env["PREFECT_UI_API_URL"] = health_url.removesuffix("/health")
+    if name.startswith("prefect") and name.endswith(TEMPORARY_SUFFIX):
+        env = {**TEMPORARY_PREFECT_ENV, **env}
     proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     (ui_dir() / f"{name}.pid").write_text(str(proc.pid))
     return proc

@@ -164,8 +164,12 @@ def warm_up(modules: Iterable[str]) -> None:
 
 WARM_MODULES = ("flows.common", "prefect", "prefect.flow_engine", "mlflow", "torch", "transformers",
                 "seed_core.loader", "seed_core.algorithms", "seed_core.losses", "seed_core.envs",
-                "seed_core.rollout.backends", "tasks.evaluate", "tasks.rl", "tasks.sft", "tasks.collect")
-"""Imported once by the server; a stage's own further imports happen in its fork."""
+                "seed_core.rollout.backends", "seed_core.models", "tasks.evaluate", "tasks.rl", "tasks.sft",
+                "tasks.collect", *(f"seed_core.stages.{stage}" for stage in (
+                    "prepare_model", "generate_alfworld", "collect", "annotate", "sft", "rl", "evaluate", "report")))
+"""Imported once by the server; a stage's own further imports happen in its fork. The stage modules are here
+because the tasks import them lazily: ``seed_core.models`` loads transformers' modeling code (torch._dynamo
+and friends, ~1.5 s), which every stage that loads a model paid inside its engine time before."""
 
 
 def serve(path: str, modules: Iterable[str] = WARM_MODULES) -> None:

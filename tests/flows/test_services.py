@@ -162,6 +162,8 @@ def test_a_pipeline_run_without_servers_gets_temporary_ones_side_by_side_that_st
         assert os.environ[warm.SOCKET_VAR] == socket_path
     assert "MLFLOW_TRACKING_URI" not in os.environ and warm.SOCKET_VAR not in os.environ
     assert not Path(socket_path).parent.exists()
+    # block types were not registered, and that is not remembered: `seed ui`'s server registers them later
+    assert (tmp_path / "prefect" / "prefect.db").is_file() and not (tmp_path / "prefect" / "memo_store.toml").exists()
     assert all(gone(pid) for pid in pids.values()), pids
     assert not list(tmp_path.glob("*-run.url"))
     assert mlflow.MlflowClient(store).get_run(run_id).info.run_id == run_id  # recorded in the project's store
