@@ -7,18 +7,13 @@ the fingerprint and so reruns the stage; editing another file does not. The scan
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.unit.test_params_consistency import ROOT
-
-_spec = importlib.util.spec_from_file_location("dvc_deps", ROOT / "scripts" / "dvc_deps.py")
-dvc_deps = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(dvc_deps)
+from tests.unit.test_params_consistency import ROOT, dvc_deps
 STAGES = dvc_deps.stages()
 
 def test_the_scanner_sees_function_level_and_relative_imports() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,9 @@ from seed_core.config import RLConfig, SeedConfig
 from seed_core.loader import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("dvc_deps", ROOT / "scripts" / "dvc_deps.py")
+dvc_deps = importlib.util.module_from_spec(_spec)  # the code-fingerprint scanner (not a package module)
+_spec.loader.exec_module(dvc_deps)
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())
 PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
 PATHS = StagePaths(data=Path(PARAMS["project"]["data_dir"]), reports=Path("reports"))
@@ -126,25 +130,33 @@ def test_the_rl_stage_reads_every_rl_key_but_the_algorithm() -> None:
 def test_stage_outputs_are_where_the_flow_writes(stage: str) -> None:
     base, _, key = stage.partition("@")
     out_dir = {"prepare_model": PATHS.base_model, "generate_alfworld": Path(PARAMS["env"]["alfworld"]["generated_dir"]),
-               "collect": PATHS.collect, "annotate": PATHS.annotate,
+               "collect": PATHS.collect, "annotate": PATHS.annotate, "code": PATHS.data / "code",
                "sft": PATHS.sft, "rl": PATHS.rl(key), "evaluate": PATHS.eval(key), "report": PATHS.reports}[base]
     spec = STAGES[stage]
     declared = _names(spec.get("outs", [])) + _names(spec.get("metrics", [])) + _names(spec.get("plots", []))
     assert declared, stage
     for path in declared:
         assert Path(path) == out_dir or out_dir in Path(path).parents, f"{stage}: {path} is outside {out_dir}"
+    if base == dvc_deps.CODE_STAGE:
+        assert spec["cmd"] == "python scripts/dvc_deps.py --fingerprints data/code"
+        return
     module = spec["cmd"].split()[2]  # python -m flows.<stage>
     assert (ROOT / (module.replace(".", "/") + ".py")).is_file()
 
 
 def test_code_dependencies_exist_and_include_the_stage_flow_and_task() -> None:
+    """Each stage's code is its fingerprint (``data/code/<stage>.sha256``), which covers its flow and task."""
     for stage_name, stage in STAGES.items():
         deps = stage.get("deps", [])
         base = stage_name.split("@")[0]
-        assert f"flows/{base}.py" in deps and f"tasks/{base}.py" in deps, stage_name
         for dep in deps:
             if not dep.startswith("data/"):
                 assert (ROOT / dep).exists(), f"{stage_name}: dependency {dep} does not exist"
+        if base == dvc_deps.CODE_STAGE:
+            continue
+        assert dvc_deps.fingerprint_path(base) in deps, stage_name
+        covered = dvc_deps.reachable(f"flows.{base}")
+        assert ROOT / "flows" / f"{base}.py" in covered and ROOT / "tasks" / f"{base}.py" in covered, stage_name
 
 
 def test_each_data_dependency_is_an_output_of_an_earlier_stage() -> None:
