@@ -50,11 +50,6 @@ def record_url(name: str, url: str) -> None:
 
 TEMPORARY_SUFFIX = "-run"
 """Servers named ``<x>-run`` (``.tmp/ui/<x>-run.{pid,url,log}``) live for one pipeline run only."""
-TEMPORARY_PREFECT_ENV = {"PREFECT_SERVER_REGISTER_BLOCKS_ON_START": "false",
-                         "PREFECT_SERVER_MEMOIZE_BLOCK_AUTO_REGISTRATION": "false"}
-"""A pipeline run's temporary Prefect server skips registering block types (seed uses none; 1.0-1.2 s of its
-~11 s first start, measured) and so must not memoize that it did: ``seed ui``'s server on the same database
-then registers them, and its Blocks page is complete. The user's own values win."""
 
 
 def temporary_urls() -> set[str]:
@@ -85,18 +80,19 @@ def start(name: str, command: list[str], health_url: str, timeout_s: float = 120
     return wait_healthy(name, spawn(name, command, health_url), health_url, timeout_s)
 
 
-def spawn(name: str, command: list[str], health_url: str) -> subprocess.Popen[bytes]:
-    """Start ``command`` in its own session (log and PID in .tmp/ui/) without waiting for it: servers that
-    start side by side (``wait_healthy`` each afterwards) overlap their start-up."""
-    log = open(ui_dir() / f"{name}.log", "ab")
+def spawn(name: str, command: list[str], health_url: str = "", env: dict[str, str] | None = None,
+          cwd: Path | None = None) -> subprocess.Popen[bytes]:
+    """Start ``command`` in its own session (log and PID in .tmp/ui/, no stdin) without waiting for it: servers
+    that start side by side (``wait_healthy`` each afterwards) overlap their start-up. ``env``: its environment
+    instead of this process's (telemetry off and the project's ``PREFECT_HOME`` either way)."""
     # MLflow's server otherwise forks 7 job consumers (~280 MB each) for GenAI jobs seed never uses.
-    env = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **os.environ, "DO_NOT_TRACK": "true",
-           "MLFLOW_DISABLE_TELEMETRY": "true", "PREFECT_HOME": str(prefect_home())}
+    env = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **(os.environ if env is None else env),
+           "DO_NOT_TRACK": "true", "MLFLOW_DISABLE_TELEMETRY": "true", "PREFECT_HOME": str(prefect_home())}
     if name.startswith("prefect"):  # its UI calls the API here: `--port` alone leaves the UI on port 4200
         env["PREFECT_UI_API_URL"] = health_url.removesuffix("/health")
-    if name.startswith("prefect") and name.endswith(TEMPORARY_SUFFIX):
-        env = {**TEMPORARY_PREFECT_ENV, **env}
-    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    with open(ui_dir() / f"{name}.log", "ab") as log:
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, env=env, cwd=cwd)
     (ui_dir() / f"{name}.pid").write_text(str(proc.pid))
     return proc
 

@@ -19,6 +19,7 @@ Protocol on the Unix socket: the client sends an 8-byte length, then that many b
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -105,7 +106,6 @@ def _run_fork(request: dict[str, Any], fds: list[int]) -> None:
     """In the fork: become the stage process (its streams, directory, environment, argv), run the stage module
     as ``__main__``, run the exit handlers (Prefect's log flush, seed's timing file), exit with its code."""
     import atexit
-    import gc
     import runpy
     import traceback
 
@@ -177,8 +177,6 @@ def serve(path: str, modules: Iterable[str] = WARM_MODULES) -> None:
     fork. It listens before it imports ``modules``: a stage process that connects meanwhile waits for the
     warm-up instead of importing everything itself. Nothing may start threads or parallel torch work here
     before forking."""
-    import gc
-
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(1)

@@ -131,10 +131,16 @@ def fingerprint_path(stage: str) -> str:
     return f"data/code/{stage}.sha256"
 
 
+@lru_cache(maxsize=None)
+def _sha256(path: Path) -> str:
+    """Each file is read and hashed once, though most stages import it."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def fingerprint(entry: str) -> str:
     """``sha256sum`` lines of every file ``entry`` can import, sorted by path (``sha256sum -c`` checks them)."""
     files = sorted(reachable(entry), key=lambda p: p.relative_to(ROOT).as_posix())
-    return "".join(f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {f.relative_to(ROOT).as_posix()}\n" for f in files)
+    return "".join(f"{_sha256(f)}  {f.relative_to(ROOT).as_posix()}\n" for f in files)
 
 
 def write_fingerprints(out_dir: Path) -> list[Path]:

@@ -89,6 +89,11 @@ PREFECT_RUN, MLFLOW_RUN = f"prefect{servers.TEMPORARY_SUFFIX}", f"mlflow{servers
 """Names of a pipeline run's temporary servers (``.tmp/ui/<name>.{pid,url,log}``)."""
 STAGES_RUN = f"stages{servers.TEMPORARY_SUFFIX}"
 """Name of a pipeline run's warm stage server (``flows.warm``; ``.tmp/ui/stages-run.{pid,log}``)."""
+TEMPORARY_PREFECT_ENV = {"PREFECT_SERVER_REGISTER_BLOCKS_ON_START": "false",
+                         "PREFECT_SERVER_MEMOIZE_BLOCK_AUTO_REGISTRATION": "false"}
+"""A pipeline run's temporary Prefect server skips registering block types (seed uses none; 1.0-1.2 s of its
+~11 s first start, measured) and so must not memoize that it did: ``seed ui``'s server on the same database
+then registers them, and its Blocks page is complete. The user's own values win."""
 QUIET_ENV = {"DO_NOT_TRACK": "true", "MLFLOW_DISABLE_TELEMETRY": "true", "DVC_NO_ANALYTICS": "1",
              "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "HF_HUB_OFFLINE": "1",
              "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90"}
@@ -126,7 +131,8 @@ def pipeline_servers() -> Iterator[tuple[str, str]]:
     socket_dir = None
     try:
         for name, (command, health, _) in temporary.items():
-            started.append((name, servers.spawn(name, command, health)))
+            env = {**TEMPORARY_PREFECT_ENV, **os.environ} if name == PREFECT_RUN else None
+            started.append((name, servers.spawn(name, command, health, env=env)))
         if not os.environ.get(warm.SOCKET_VAR):
             socket_dir = Path(tempfile.mkdtemp(prefix="seed-stages-"))
             env = {**QUIET_ENV, **os.environ, "PREFECT_API_URL": prefect, "MLFLOW_TRACKING_URI": mlflow}
@@ -167,11 +173,7 @@ def flush_prefect_workers(timeout_s: float = 15.0) -> None:
 
 def stage_server(path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """Start a warm stage server (``flows.warm``) listening on ``path`` (in a private, 0700 directory) with the
-    stage processes' environment; its PID and log go beside the other servers' (``STAGES_RUN``). It listens
-    before it imports (~4 s), so a stage that comes early waits for it rather than importing on its own."""
-    with open(servers.ui_dir() / f"{STAGES_RUN}.log", "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "flows.warm", "--serve", str(path)], cwd=project_root(),
-                                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    (servers.ui_dir() / f"{STAGES_RUN}.pid").write_text(str(proc.pid))
-    return proc
+    stage processes' environment, its PID and log beside the other servers' (``STAGES_RUN``). It listens before
+    it imports (~4 s), so a stage that comes early waits for it rather than importing on its own."""
+    return servers.spawn(STAGES_RUN, [sys.executable, "-m", "flows.warm", "--serve", str(path)], env=env,
+                         cwd=project_root())
