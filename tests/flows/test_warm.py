@@ -58,7 +58,7 @@ def start_server(tmp_path: Path, modules: tuple[str, ...] = ()) -> tuple[subproc
     path = str(tmp_path / "server.sock")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(project_root()), str(tmp_path)]),
            "WARMED_FILE": str(tmp_path / "warmed-up")}
-    proc = subprocess.Popen([sys.executable, "-c", f"from flows.warm import serve; serve({path!r}, modules={modules!r})"],
+    proc = subprocess.Popen([sys.executable, "-c", f"from flows.warm import serve; serve({path!r}, modules={modules!r}, calls=())"],
                             env=env, start_new_session=True)
     deadline = time.monotonic() + 30
     while not Path(path).exists():
@@ -164,3 +164,14 @@ def test_a_server_whose_warm_up_fails_sends_the_stage_back_to_run_where_it_is(tm
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
+
+
+def test_the_warm_up_fills_mlflows_requirements_map_that_every_registration_would_build() -> None:
+    """``WARM_CALLS`` leaves MLflow's module-to-package map built (a fresh interpreter: nothing built it before),
+    so a fork's first checkpoint registration skips building it; fails if MLflow stops caching it there."""
+    probe = ("from mlflow.utils import requirements_utils as r; assert r._MODULES_TO_PACKAGES is None; "
+             "from flows import warm; warm.warm_up((), warm.WARM_CALLS); "
+             "print(len(r._MODULES_TO_PACKAGES) > 100, 'torch' in r._MODULES_TO_PACKAGES)")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=project_root(), capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    assert out.split() == ["True", "True"]
