@@ -8,7 +8,9 @@ The project is copied into a fresh temporary directory (the files git tracks plu
 ignore, as they are in the working tree, then committed into a new repository there), so the run has its own
 DVC cache, MLflow store (``mlflow.db``, ``mlartifacts/``) and ``PREFECT_HOME``, and nothing is cached from
 an earlier run. Overrides are written into that copy's ``params.yaml`` and committed, so both runs are a
-plain ``seed run`` (``dvc repro``): the first runs every stage, the second finds nothing to do.
+plain ``seed run`` (``dvc repro``): the first runs every stage, the second finds nothing to do. Before them,
+``seed init`` creates the copy's empty Prefect database and MLflow tables, as ``scripts/setup.sh`` does once
+per clone (timed: ``init_stores_s``); ``--fresh-stores`` skips it, and the first run's servers create them.
 
 Each process records its timing (``seed_core.timing``, switched on by ``$SEED_TIMING_DIR``): the OS start
 time, when its imports were done, when the stage's flow body began, exclusive seconds in the ``engine``
@@ -137,12 +139,26 @@ def du_gb(path: Path) -> float:
     return round(int(out.split()[0]) / 1e9, 4)
 
 
-def run_seed(copy: Path, timing_dir: Path) -> dict[str, Any]:
-    """``seed run`` in the copy; wall time, exit code, storage writes, leaked processes."""
+def seed_env(copy: Path, timing_dir: Path | None = None) -> dict[str, str]:
+    """The environment of a ``seed`` command in the copy (its own stores; timing records into ``timing_dir``)."""
     env = {k: v for k, v in os.environ.items() if k not in CLEARED}
     env |= QUIET | {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
                     "PYTHONPATH": str(copy), "PREFECT_HOME": str(copy / ".prefect"),
-                    "DVC_SITE_CACHE_DIR": str(copy / ".dvc" / "tmp" / "site-cache"), "SEED_TIMING_DIR": str(timing_dir)}
+                    "DVC_SITE_CACHE_DIR": str(copy / ".dvc" / "tmp" / "site-cache")}
+    return env | ({"SEED_TIMING_DIR": str(timing_dir)} if timing_dir else {})
+
+
+def init_stores(copy: Path) -> float:
+    """``seed init`` in the copy (what ``scripts/setup.sh`` does once per clone): its wall seconds."""
+    t0 = timing_now()
+    subprocess.run([sys.executable, "-m", "seed_app.cli", "init"], cwd=copy, env=seed_env(copy), check=True,
+                   capture_output=True)
+    return round(timing_now() - t0, 2)
+
+
+def run_seed(copy: Path, timing_dir: Path) -> dict[str, Any]:
+    """``seed run`` in the copy; wall time, exit code, storage writes, leaked processes."""
+    env = seed_env(copy, timing_dir)
     before = write_bytes()
     t0 = timing_now()
     proc = subprocess.run([sys.executable, "-m", "seed_app.cli", "run"], cwd=copy, env=env, capture_output=True,
@@ -226,6 +242,8 @@ def main() -> None:
     parser.add_argument("--small", action="store_true", help=f"apply {SMALL}")
     parser.add_argument("--out", type=Path, help="default: benchmarks/results/pipeline_overhead[_small].json")
     parser.add_argument("--keep", action="store_true", help="keep the temporary copy (its path is printed)")
+    parser.add_argument("--fresh-stores", action="store_true",
+                        help="skip `seed init` in the copy: the run's servers create the Prefect and MLflow stores")
     args = parser.parse_args()
     overrides = dict(SMALL) if args.small else {}
     for item in args.set:
@@ -238,6 +256,7 @@ def main() -> None:
     copy = work / "project"
     copy.mkdir()
     copy_project(copy, overrides, args.preset)
+    init_s = None if args.fresh_stores else init_stores(copy)
     results: dict[str, Any] = {}
     for phase in ("run", "noop"):
         timing_dir = work / f"timing-{phase}"
@@ -251,6 +270,9 @@ def main() -> None:
     report = {
         "overhead_share": full["overhead_share"], "noop_s": noop["wall_s"],
         "disk_written_gb": round(full["write_bytes"] / 1e9, 3),
+        "init_stores_s": init_s,
+        "overhead_share_with_init": None if init_s is None else
+        round((full["overhead_s"] + init_s) / (full["wall_s"] + init_s), 4),
         "wall_s": full["wall_s"], "engine_s": full["engine_s"], "overhead_s": full["overhead_s"],
         "split_s": full["split_s"], "before_dvc_detail_s": full["before_dvc_detail_s"], "stages": full["stages"],
         "noop": {"wall_s": noop["wall_s"], "split_s": noop["split_s"], "stages": noop["stages"],
@@ -263,7 +285,10 @@ def main() -> None:
         "commit": git_rev(), "cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg(),
         "how": "wall from this script; engine = seed_core.timing 'engine' spans summed over stage processes; "
                "disk_written_gb = write_bytes of /proc/self/io over the run (all descendants, reaped); "
-               "see the module docstring for the split",
+               "see the module docstring for the split; the copy's Prefect and MLflow stores were created before "
+               "the run by `seed init` (init_stores_s, as scripts/setup.sh does once per clone; "
+               "overhead_share_with_init counts it as overhead of the run) unless init_stores_s is null "
+               "(--fresh-stores: the run's servers created them)",
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")

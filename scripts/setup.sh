@@ -20,4 +20,7 @@ else
   echo "seed: no chromium; the browser test (tests/flows/test_ui_browser.py) will be skipped." \
        "Install it with: sudo apt-get install chromium (or set SEED_CHROMIUM=/path/to/chrome)" >&2
 fi
+# the project's empty Prefect database and MLflow tables (.prefect/, mlflow.db): a first `seed run` would
+# otherwise wait ~5 s for their migrations while its servers start (seed_app/services.py: init_stores)
+.venv/bin/seed init   # skips a configured $PREFECT_API_URL / server $MLFLOW_TRACKING_URI
 echo "seed: .venv ready ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"

@@ -6,6 +6,7 @@
     seed sweep --methods vanilla,sft,grpo,skill_grpo,skill_grpo*,sdar,seed   # "*": with the static skills
     seed stage rl@seed                         # one DVC stage (dvc repro --single-item)
     seed ui / seed ui --stop                   # Prefect + MLflow servers on 127.0.0.1
+    seed init                                  # the project's Prefect and MLflow stores (setup.sh runs it)
     seed serve                                 # the Prefect UI deployment (needs `seed ui`)
     seed table                                 # print reports/table.md
 """
@@ -144,6 +145,24 @@ def stage(name: Annotated[str, typer.Argument(help="a dvc.yaml stage: prepare_mo
 
     code = subprocess.run(["dvc", "repro", "--single-item", name], cwd=project_root(), env=stage_env(None)).returncode
     raise typer.Exit(code)
+
+
+@app.command()
+def init() -> None:
+    """Create the project's Prefect database and MLflow tables (once per clone; `scripts/setup.sh` runs it), so
+    that the first `seed run` does not wait for their migrations; harmless to repeat (an upgrade)."""
+    from seed_app import services
+
+    try:
+        seconds = services.init_stores()
+    except RuntimeError as err:
+        typer.echo(f"seed: {err}", err=True)
+        raise typer.Exit(1) from None
+    for name, taken in seconds.items():
+        typer.echo(f"{name}: store ready ({taken:.1f} s)")
+    if not seconds:
+        typer.echo("seed: Prefect and MLflow are configured servers ($PREFECT_API_URL, $MLFLOW_TRACKING_URI); "
+                   "nothing to create here")
 
 
 @app.command()

@@ -4,6 +4,7 @@ the project's databases."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -281,3 +282,47 @@ def test_the_stages_of_one_dvc_repro_share_one_temporary_prefect_server(tmp_path
     while flows_servers.healthy(f"{api_one}/health") or list(ui.glob(f"{flows_servers.REPRO_SERVER}-*.url")):
         assert time.monotonic() < deadline, f"the shared server {api_one} outlived dvc repro"
         time.sleep(0.5)  # the watcher stops it once `dvc repro` has exited, then forgets its URL
+
+
+def test_seed_init_creates_the_stores_a_pipeline_runs_servers_then_only_open(monkeypatch: pytest.MonkeyPatch,
+                                                                              tmp_path: Path) -> None:
+    """`seed init` (services.init_stores): Prefect's database migrated to its head and MLflow's tables, in the
+    project's stores; the run's temporary servers then start on them and record there; a second init is an
+    upgrade that changes nothing."""
+    import sqlite3
+
+    import mlflow
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
+    monkeypatch.setattr(services, "configured_prefect_api", lambda: None)
+    monkeypatch.setattr(services, "tracking_uri", lambda: store)
+    monkeypatch.delenv(warm.SOCKET_VAR, raising=False)
+    assert set(services.init_stores()) == {"prefect", "mlflow"}
+
+    def versions() -> tuple[list[tuple[str]], list[tuple[str]]]:
+        with contextlib.closing(sqlite3.connect(tmp_path / "prefect" / "prefect.db")) as prefect_db, \
+                contextlib.closing(sqlite3.connect(tmp_path / "mlflow.db")) as mlflow_db:
+            return (prefect_db.execute("SELECT version_num FROM alembic_version").fetchall(),
+                    mlflow_db.execute("SELECT version_num FROM alembic_version").fetchall())
+
+    migrated = versions()
+    assert all(len(rows) >= 1 for rows in migrated), migrated
+    with services.pipeline_servers() as (prefect, uri):
+        assert flows_servers.healthy(f"{prefect}/health")
+        client = mlflow.MlflowClient(uri)
+        run_id = client.create_run(client.create_experiment("e")).info.run_id
+    assert mlflow.MlflowClient(store).get_run(run_id).info.run_id == run_id
+    assert versions() == migrated
+    services.init_stores()
+    assert versions() == migrated
+
+
+def test_seed_init_leaves_configured_servers_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(services, "configured_prefect_api", lambda: "http://127.0.0.1:9/api")
+    monkeypatch.setattr(services, "tracking_uri", lambda: "http://127.0.0.1:9")
+    assert services.store_commands() == {}
+    monkeypatch.setattr(services, "tracking_uri", lambda: "postgresql+psycopg2://u@db/mlflow")
+    assert list(services.store_commands()) == ["mlflow"]
