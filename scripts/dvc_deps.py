@@ -1,22 +1,26 @@
 """Which code each dvc.yaml stage can import: a static ``ast`` scan of ``import`` statements (module level
 and inside functions; ``if TYPE_CHECKING:`` bodies do not run and do not count), transitively from the
-stage's ``python -m flows.<stage>`` entry point over our packages (``PACKAGES``).
+stage's ``python -m flows.<stage>`` entry point over our packages (``PACKAGES``); and which params it reads.
 
-    python scripts/dvc_deps.py                         # print, per stage, the files it can import
-    python scripts/dvc_deps.py --fingerprints data/code   # the `code` stage: data/code/<stage>.sha256
-    python scripts/dvc_deps.py --write                 # rewrite each stage's params: list in dvc.yaml
+    python scripts/dvc_deps.py                    # print, per stage, the files it can import
+    python scripts/dvc_deps.py --fingerprints data   # the `code` stage: data/code/<stage>.sha256, data/params/<stage>.yaml
+    python scripts/dvc_deps.py --write            # rewrite the code stage's params: list in dvc.yaml
 
 A stage's code dependency is its fingerprint ``data/code/<stage>.sha256`` (``sha256sum`` format: one
-``<sha256>  <path>`` line per file it can import), written by dvc.yaml's ``code`` stage, which depends on the
-package folders. Editing a file reruns ``code`` (a second), and the stages whose fingerprint changed.
+``<sha256>  <path>`` line per file it can import), and its params dependency ``data/params/<stage>.yaml``
+(the values of the params.yaml keys it reads, ``seed_core.stage_params.STAGE_PARAMS``), both written by
+dvc.yaml's ``code`` stage, which depends on the package folders and on every key some stage reads. Editing a
+file or a value reruns ``code`` (a second), and the stages whose fingerprint or params file changed.
 
-Why not the files themselves as each stage's deps (as before): they were ~45 entries per stage, and DVC
-parses and rewrites all of ``dvc.lock`` with a round-trip YAML parser after every stage: 4,493 lines took
-0.9 s per stage, ~1,450 lines take 0.3 s (measured on the default's lock).
+Why not the files and keys themselves as each stage's deps (as before): DVC parses and rewrites all of
+``dvc.lock`` with a round-trip YAML parser after every stage. The files were ~45 entries per stage: 4,493
+lock lines took 0.9 s per stage, ~1,450 lines 0.3 s. The keys, listed with their values once per stage, were
+1,250 of those 1,531 lines; listed once (the code stage) the lock has ~750 (round trip 0.37 -> 0.19 s per
+stage, measured on the default's lock). ``dvc params diff`` and ``dvc exp show`` read the code stage's list.
 
-``--write`` writes each stage's ``params:`` list from ``seed_core.stage_params.STAGE_PARAMS`` (the keys
-the stage reads). ``tests/unit/test_dvc_deps.py`` checks the deps and outs of ``code`` and every stage's
-fingerprint dep, and the params lists.
+``--write`` writes the code stage's ``params:`` list: every key of ``STAGE_PARAMS``, in first-use order.
+``tests/unit/test_dvc_deps.py`` checks the deps and outs of ``code``, every stage's fingerprint and params
+deps, and the params list.
 """
 
 from __future__ import annotations
@@ -98,7 +102,8 @@ def reachable(entry: str) -> set[Path]:
 
 
 def stages() -> dict[str, tuple[str, list[str], list[str]]]:
-    """name -> (entry module, code deps, params) per dvc.yaml stage (a foreach stage once, ${...} dropped)."""
+    """name -> (entry module, deps, params listed in dvc.yaml) per dvc.yaml stage but ``code`` (a foreach stage
+    once, ${...} dropped)."""
     spec = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     out = {}
     for name, stage in spec.items():
@@ -131,6 +136,11 @@ def fingerprint_path(stage: str) -> str:
     return f"data/code/{stage}.sha256"
 
 
+def params_path(stage: str) -> str:
+    """The dvc.yaml dep that stands for ``stage``'s params."""
+    return f"data/params/{stage}.yaml"
+
+
 @lru_cache(maxsize=None)
 def _sha256(path: Path) -> str:
     """Each file is read and hashed once, though most stages import it."""
@@ -143,18 +153,61 @@ def fingerprint(entry: str) -> str:
     return "".join(f"{_sha256(f)}  {f.relative_to(ROOT).as_posix()}\n" for f in files)
 
 
+def stage_params(stage: str) -> list[str]:
+    """The params.yaml keys ``stage`` reads (``seed_core.stage_params``)."""
+    return list(_stage_params()[stage])
+
+
+def all_params() -> list[str]:
+    """Every key some stage reads, in first-use order: the code stage's ``params:`` list."""
+    return list(dict.fromkeys(key for keys in _stage_params().values() for key in keys))
+
+
+def _stage_params() -> dict[str, tuple[str, ...]]:
+    import sys
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from seed_core.stage_params import STAGE_PARAMS
+
+    return STAGE_PARAMS
+
+
+def params_text(stage: str, params: dict) -> str:
+    """``data/params/<stage>.yaml``: ``<key>: <value>`` for each key ``stage`` reads, its value in ``params``
+    (params.yaml as DVC reads it); a key params.yaml lacks is an error naming it, as DVC's would be."""
+    values = {}
+    for key in stage_params(stage):
+        node = params
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                raise SystemExit(f"dvc_deps: params.yaml has no key {key!r}, which stage {stage!r} reads "
+                                 f"(seed_core/stage_params.py); add it to params.yaml")
+            node = node[part]
+        values[key] = node
+    return yaml.safe_dump(values, sort_keys=False, default_flow_style=False)
+
+
+def _replace(path: Path, text: str) -> Path:
+    """Write ``text`` to a new file that replaces ``path`` (never edited in place: DVC may have linked it into its
+    cache)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path
+
+
 def write_fingerprints(out_dir: Path) -> list[Path]:
-    """``<out_dir>/<stage>.sha256`` for every stage; each written atomically (a new file replaces the old one,
-    never edited in place: DVC may have linked it into its cache)."""
+    """``<out_dir>/<stage>.sha256`` for every stage."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, (entry, _, _) in stages().items():
-        path = out_dir / f"{name}.sha256"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(fingerprint(entry))
-        tmp.replace(path)
-        written.append(path)
-    return written
+    return [_replace(out_dir / f"{name}.sha256", fingerprint(entry)) for name, (entry, _, _) in stages().items()]
+
+
+def write_params(out_dir: Path, params_file: Path = ROOT / "params.yaml") -> list[Path]:
+    """``<out_dir>/<stage>.yaml`` for every stage, from ``params_file``."""
+    params = yaml.safe_load(params_file.read_text())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return [_replace(out_dir / f"{name}.yaml", params_text(name, params)) for name in stages()]
 
 
 STAGE_LINE = re.compile(r"^  (\w+):\s*(#.*)?$")
@@ -162,33 +215,22 @@ PARAMS_LINE = re.compile(r"^(\s*)params:\s*(#.*)?$")
 PARAM_ITEM = re.compile(r"^\s*- [\w.]+\s*(#.*)?$")
 
 
-def stage_params(stage: str) -> list[str]:
-    """The params.yaml keys ``stage`` reads (``seed_core.stage_params``)."""
-    import sys
-
-    sys.path.insert(0, str(ROOT))
-    from seed_core.stage_params import STAGE_PARAMS
-
-    return list(STAGE_PARAMS[stage])
-
-
 def rewrite(text: str) -> str:
-    """dvc.yaml ``text`` with each stage's ``params:`` list replaced by ``stage_params`` (the rest kept)."""
-    entries = {name: entry for name, (entry, _, _) in stages().items()}
+    """dvc.yaml ``text`` with the code stage's ``params:`` list replaced by ``all_params`` (the rest kept)."""
     out: list[str] = []
     stage = None
     in_params = False
     for line in text.splitlines():
         header = STAGE_LINE.match(line)
         if header:
-            stage = header.group(1) if header.group(1) in entries else None
+            stage = header.group(1)
         if in_params and PARAM_ITEM.match(line):
             continue  # the old list: replaced below the params: line
         in_params = False
         params = PARAMS_LINE.match(line)
-        if params and stage is not None:
+        if params and stage == CODE_STAGE:
             out.append(line)
-            out += [f"{params.group(1)}  - {key}" for key in stage_params(stage)]
+            out += [f"{params.group(1)}  - {key}" for key in all_params()]
             in_params = True
             continue
         out.append(line)
@@ -202,7 +244,8 @@ if __name__ == "__main__":
         path = ROOT / "dvc.yaml"
         path.write_text(rewrite(path.read_text()))
     elif sys.argv[1:2] == ["--fingerprints"] and len(sys.argv) == 3:
-        write_fingerprints(Path(sys.argv[2]))
+        write_fingerprints(Path(sys.argv[2]) / "code")
+        write_params(Path(sys.argv[2]) / "params")
     else:
         for name, (entry, _, _) in stages().items():
             print(f"{name}:", *(f"  - {p.relative_to(ROOT).as_posix()}" for p in sorted(reachable(entry))), sep="\n")

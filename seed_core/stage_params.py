@@ -1,11 +1,12 @@
-"""The ``params.yaml`` keys each DVC stage reads: the source of truth for dvc.yaml's ``params:`` lists
-(written by ``python scripts/dvc_deps.py --write``) and for the RL resume fingerprint.
+"""The ``params.yaml`` keys each DVC stage reads: the source of truth for each stage's params dependency
+``data/params/<stage>.yaml`` (their values, written by dvc.yaml's ``code`` stage, whose ``params:`` list is every
+key here: ``python scripts/dvc_deps.py --write``) and for the RL resume fingerprint.
 
 A key is a leaf (``rl.lr``) or a whole section (``env.sokoban``: the environment that runs reads its own
 sub-section; DVC cannot say "only the chosen one"). ``tests/unit/test_stage_params.py`` runs each stage's engine
 on a tiny config under a recording config (every leaf read, on any copy) and scans its flow and task modules,
-and checks that the stage reads no key outside its list and ``NOT_RESULTS``; ``tests/unit/test_dvc_deps.py``
-checks dvc.yaml against these lists. So changing a key reruns exactly the stages that read it.
+and checks that the stage reads no key outside its list and ``NOT_RESULTS``; ``tests/unit/test_stage_params.py``
+also checks the params files and the code stage's list against these. So changing a key reruns exactly the stages that read it.
 
 Whole-config records are not reads. Every stage writes the whole resolved config to ``resolved_config.json``
 and logs it as MLflow params: a record of the values in force when it ran (no stage reads another's), which a

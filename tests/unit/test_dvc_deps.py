@@ -28,9 +28,9 @@ SPEC = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
 
 
 @pytest.mark.parametrize("stage", sorted(STAGES))
-def test_each_stage_depends_on_its_fingerprint_and_on_no_code_file_directly(stage: str) -> None:
+def test_each_stage_depends_on_its_fingerprint_and_params_file_and_on_no_code_file_directly(stage: str) -> None:
     _, deps, _ = STAGES[stage]
-    assert dvc_deps.fingerprint_path(stage) in deps
+    assert dvc_deps.fingerprint_path(stage) in deps and dvc_deps.params_path(stage) in deps
     code = [d for d in deps if d.split("/")[0] in dvc_deps.PACKAGES]
     assert not code, f"dvc.yaml stage {stage!r} lists code files; its fingerprint covers them: {code}"
 
@@ -46,11 +46,13 @@ def test_a_fingerprint_lists_exactly_the_files_the_stage_can_import_with_their_s
         (ROOT / "seed_core/rollout/vllm_engine.py" in dvc_deps.reachable(entry))  # copied, not imported
 
 
-def test_the_code_stage_depends_on_every_package_and_writes_every_fingerprint() -> None:
+def test_the_code_stage_depends_on_every_package_and_writes_every_fingerprint_and_params_file() -> None:
     code = SPEC[dvc_deps.CODE_STAGE]
     assert sorted(code["deps"]) == sorted(["scripts/dvc_deps.py", *dvc_deps.PACKAGES])
+    assert code["cmd"] == "python scripts/dvc_deps.py --fingerprints data"
     outs = {next(iter(out)) if isinstance(out, dict) else out: out for out in code["outs"]}
-    assert sorted(outs) == sorted(dvc_deps.fingerprint_path(stage) for stage in STAGES)
+    assert sorted(outs) == sorted([*(dvc_deps.fingerprint_path(stage) for stage in STAGES),
+                                   *(dvc_deps.params_path(stage) for stage in STAGES)])
     assert all(isinstance(out, dict) and next(iter(out.values())) == {"cache": False} for out in outs.values())
 
 
@@ -64,3 +66,18 @@ def test_writing_fingerprints_replaces_files_instead_of_editing_them(tmp_path: P
     assert sorted(p.name for p in written) == sorted(f"{stage}.sha256" for stage in STAGES)
     assert linked.read_text() == "old\n"
     assert old.read_text() == dvc_deps.fingerprint(STAGES["report"][0])
+
+
+def test_writing_params_files_replaces_them_and_a_missing_key_names_it(tmp_path: Path) -> None:
+    old = tmp_path / "report.yaml"
+    old.write_text("old\n")
+    linked = tmp_path / "cached-object"
+    os.link(old, linked)
+    written = dvc_deps.write_params(tmp_path)
+    assert sorted(p.name for p in written) == sorted(f"{stage}.yaml" for stage in STAGES)
+    assert linked.read_text() == "old\n"
+    assert yaml.safe_load(old.read_text())["rl.rounds"] == yaml.safe_load((ROOT / "params.yaml").read_text())["rl"]["rounds"]
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    del params["rl"]["rounds"]
+    with pytest.raises(SystemExit, match="params.yaml has no key 'rl.rounds', which stage 'report' reads"):
+        dvc_deps.params_text("report", params)

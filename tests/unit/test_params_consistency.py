@@ -121,7 +121,10 @@ def test_the_rl_stage_reads_every_rl_key_but_the_algorithm() -> None:
     change no output (``stage_params.NOT_RESULTS``: how often resume points are written) are not params."""
     from seed_core.stage_params import NOT_RESULTS
 
-    declared = [k for k in STAGES["rl@grpo"]["params"] if k.startswith("rl")]
+    from seed_core.stage_params import STAGE_PARAMS
+
+    assert dvc_deps.params_path("rl") in STAGES["rl@grpo"]["deps"]
+    declared = [k for k in STAGE_PARAMS["rl"] if k.startswith("rl")]
     assert declared == [f"rl.{name}" for name in RLConfig.model_fields
                         if name != "algorithm" and f"rl.{name}" not in NOT_RESULTS]
 
@@ -130,7 +133,7 @@ def test_the_rl_stage_reads_every_rl_key_but_the_algorithm() -> None:
 def test_stage_outputs_are_where_the_flow_writes(stage: str) -> None:
     base, _, key = stage.partition("@")
     out_dir = {"prepare_model": PATHS.base_model, "generate_alfworld": Path(PARAMS["env"]["alfworld"]["generated_dir"]),
-               "collect": PATHS.collect, "annotate": PATHS.annotate, "code": PATHS.data / "code",
+               "collect": PATHS.collect, "annotate": PATHS.annotate, "code": PATHS.data,
                "sft": PATHS.sft, "rl": PATHS.rl(key), "evaluate": PATHS.eval(key), "report": PATHS.reports}[base]
     spec = STAGES[stage]
     declared = _names(spec.get("outs", [])) + _names(spec.get("metrics", [])) + _names(spec.get("plots", []))
@@ -138,7 +141,8 @@ def test_stage_outputs_are_where_the_flow_writes(stage: str) -> None:
     for path in declared:
         assert Path(path) == out_dir or out_dir in Path(path).parents, f"{stage}: {path} is outside {out_dir}"
     if base == dvc_deps.CODE_STAGE:
-        assert spec["cmd"] == "python scripts/dvc_deps.py --fingerprints data/code"
+        assert spec["cmd"] == "python scripts/dvc_deps.py --fingerprints data"
+        assert all(Path(path).parent in (PATHS.data / "code", PATHS.data / "params") for path in declared), declared
         return
     module = spec["cmd"].split()[2]  # python -m flows.<stage>
     assert (ROOT / (module.replace(".", "/") + ".py")).is_file()

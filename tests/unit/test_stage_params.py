@@ -1,6 +1,7 @@
 """DVC params key by key (issue 14): each stage lists the params.yaml keys it reads (seed_core.stage_params),
-dvc.yaml carries exactly those lists, and running each stage's engine on a tiny config under a recording
-config reads no key outside its list (so a key a stage does not list cannot change its outputs)."""
+its params dependency data/params/<stage>.yaml holds exactly those keys with params.yaml's values (the code
+stage, whose params are every such key, writes it), and running each stage's engine on a tiny config under a
+recording config reads no key outside its list (so a key a stage does not list cannot change its outputs)."""
 
 from __future__ import annotations
 
@@ -25,10 +26,26 @@ def _is_key(key: str) -> bool:
     return key in sections or key in leaves
 
 
-def test_dvc_yaml_lists_exactly_the_declared_keys_of_each_stage() -> None:
+def test_each_stage_depends_on_a_params_file_of_exactly_its_declared_keys_with_their_values() -> None:
+    import yaml
+
+    from tests.unit.test_dvc_deps import SPEC, dvc_deps
+
     assert set(STAGES) == set(STAGE_PARAMS)
-    for stage, (_, _, params) in STAGES.items():
-        assert params == list(STAGE_PARAMS[stage]), f"run `python scripts/dvc_deps.py --write` ({stage})"
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for stage, (_, deps, listed) in STAGES.items():
+        assert not listed, f"{stage}: its params are data/params/{stage}.yaml, a dep, not a params: list"
+        assert dvc_deps.params_path(stage) in deps, stage
+        written = yaml.safe_load(dvc_deps.params_text(stage, params))
+        assert list(written) == list(STAGE_PARAMS[stage]), stage
+        for key, value in written.items():
+            node = params
+            for part in key.split("."):
+                node = node[part]
+            assert value == node, (stage, key)
+    code_params = SPEC[dvc_deps.CODE_STAGE]["params"]  # `dvc params diff` / `dvc exp show` read these
+    assert code_params == list(dict.fromkeys(k for keys in STAGE_PARAMS.values() for k in keys)), \
+        "run `python scripts/dvc_deps.py --write`"
 
 
 def test_every_declared_key_is_a_config_key_and_listed_once() -> None:
