@@ -1,4 +1,4 @@
-"""Pipeline overhead: how much of a `seed run` is the engine, and where the rest goes; then a no-op rerun.
+"""Pipeline overhead: how much of a `seed run` is the engine, and where the rest goes; then no-op reruns.
 
     python benchmarks/pipeline_overhead.py                      # the embedded default (params.yaml)
     python benchmarks/pipeline_overhead.py --small              # SMALL below: a few minutes on 2 cores
@@ -8,7 +8,7 @@ The project is copied into a fresh temporary directory (the files git tracks plu
 ignore, as they are in the working tree, then committed into a new repository there), so the run has its own
 DVC cache, MLflow store (``mlflow.db``, ``mlartifacts/``) and ``PREFECT_HOME``, and nothing is cached from
 an earlier run. Overrides are written into that copy's ``params.yaml`` and committed, so both runs are a
-plain ``seed run`` (``dvc repro``): the first runs every stage, the second finds nothing to do. Before them,
+plain ``seed run`` (``dvc repro``): the first runs every stage, the next three find nothing to do. Before them,
 ``seed init`` creates the copy's empty Prefect database and MLflow tables, as ``scripts/setup.sh`` does once
 per clone (timed: ``init_stores_s``); ``--fresh-stores`` skips it, and the first run's servers create them.
 
@@ -58,6 +58,8 @@ SMALL: dict[str, Any] = {
 }
 """Every stage of the default with a sliver of its work (minutes on 2 cores): the fixed costs per stage
 (process start, imports, Prefect, MLflow, DVC) are then most of the wall time."""
+NOOP_REPEATS = 3
+"""No-op reruns after the run; ``noop_s`` is their median (one ~4 s sample varies by a second on 2 shared cores)."""
 QUIET = {"DO_NOT_TRACK": "true", "MLFLOW_DISABLE_TELEMETRY": "true", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
          "DVC_NO_ANALYTICS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
          "TOKENIZERS_PARALLELISM": "false", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180"}
@@ -258,7 +260,7 @@ def main() -> None:
     copy_project(copy, overrides, args.preset)
     init_s = None if args.fresh_stores else init_stores(copy)
     results: dict[str, Any] = {}
-    for phase in ("run", "noop"):
+    for phase in ("run", *(f"noop-{i}" for i in range(1, NOOP_REPEATS + 1))):
         timing_dir = work / f"timing-{phase}"
         timing_dir.mkdir()
         run = run_seed(copy, timing_dir)
@@ -266,9 +268,11 @@ def main() -> None:
         if run["returncode"] != 0:
             raise SystemExit(f"seed run failed (exit {run['returncode']}); log: {timing_dir / 'seed_run.log'}")
         results[phase] = {**run, **split(load_records(timing_dir), run)}
-    full, noop = results["run"], results["noop"]
+    full, noops = results["run"], [results[f"noop-{i}"] for i in range(1, NOOP_REPEATS + 1)]
+    noop = sorted(noops, key=lambda r: r["wall_s"])[len(noops) // 2]  # the median one
     report = {
         "overhead_share": full["overhead_share"], "noop_s": noop["wall_s"],
+        "noop_samples_s": [r["wall_s"] for r in noops],
         "disk_written_gb": round(full["write_bytes"] / 1e9, 3),
         "init_stores_s": init_s,
         "overhead_share_with_init": None if init_s is None else
@@ -278,7 +282,7 @@ def main() -> None:
         "noop": {"wall_s": noop["wall_s"], "split_s": noop["split_s"], "stages": noop["stages"],
                  "disk_written_gb": round(noop["write_bytes"] / 1e9, 4), "stdout_tail": noop["stdout_tail"]},
         "left_on_disk_gb": {name: du_gb(copy / name) for name in ("data", ".dvc/cache", "mlartifacts", ".prefect")},
-        "leaked_pids": full["leaked_pids"] + noop["leaked_pids"],
+        "leaked_pids": full["leaked_pids"] + [pid for r in noops for pid in r["leaked_pids"]],
         "dvc_cache_type": subprocess.run([sys.executable, "-m", "dvc", "config", "cache.type"], cwd=copy,
                                          capture_output=True, text=True).stdout.strip() or "default (reflink,copy)",
         "config": {"params": str(args.preset or "params.yaml"), "overrides": overrides},
