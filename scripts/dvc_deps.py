@@ -2,9 +2,9 @@
 and inside functions; ``if TYPE_CHECKING:`` bodies do not run and do not count), transitively from the
 stage's ``python -m flows.<stage>`` entry point over our packages (``PACKAGES``); and which params it reads.
 
-    python scripts/dvc_deps.py                    # print, per stage, the files it can import
-    python scripts/dvc_deps.py --fingerprints data   # the `code` stage: data/code/<stage>.sha256, data/params/<stage>.yaml
-    python scripts/dvc_deps.py --write            # rewrite the code stage's params: list in dvc.yaml
+    python scripts/dvc_deps.py                      # print, per stage, the files it can import
+    python scripts/dvc_deps.py --fingerprints data  # the `code` stage: data/{code,params}/<stage>.{sha256,yaml}
+    python scripts/dvc_deps.py --write              # rewrite the code stage's params: list in dvc.yaml
 
 A stage's code dependency is its fingerprint ``data/code/<stage>.sha256`` (``sha256sum`` format: one
 ``<sha256>  <path>`` line per file it can import), and its params dependency ``data/params/<stage>.yaml``
@@ -15,12 +15,12 @@ file or a value reruns ``code`` (a second), and the stages whose fingerprint or 
 Why not the files and keys themselves as each stage's deps (as before): DVC parses and rewrites all of
 ``dvc.lock`` with a round-trip YAML parser after every stage. The files were ~45 entries per stage: 4,493
 lock lines took 0.9 s per stage, ~1,450 lines 0.3 s. The keys, listed with their values once per stage, were
-1,250 of those 1,531 lines; listed once (the code stage) the lock has ~750 (round trip 0.37 -> 0.19 s per
+1,250 of those 1,531 lines; listed once (the code stage) the lock has 802 (round trip 0.37 -> 0.19 s per
 stage, measured on the default's lock). ``dvc params diff`` and ``dvc exp show`` read the code stage's list.
 
 ``--write`` writes the code stage's ``params:`` list: every key of ``STAGE_PARAMS``, in first-use order.
-``tests/unit/test_dvc_deps.py`` checks the deps and outs of ``code``, every stage's fingerprint and params
-deps, and the params list.
+``tests/unit/test_dvc_deps.py`` checks the deps and outs of ``code`` and every stage's fingerprint and params
+deps; ``tests/unit/test_stage_params.py`` the params files and the code stage's list.
 """
 
 from __future__ import annotations

@@ -106,7 +106,7 @@ DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
 def init_stores() -> dict[str, float]:
     """Create (or upgrade) the project's Prefect database and MLflow tables side by side, as ``seed init`` and
     ``scripts/setup.sh`` do once per clone; returns name -> seconds. A pipeline run's temporary servers do the
-    same on their first start in a fresh clone, inside the run: Prefect's ~120 migrations took 4.5 s of its
+    same on their first start in a fresh clone, inside the run: Prefect's migrations took 4.5 s of its
     8.6 s start and MLflow's tables 0.9 s of 6.5 s (measured), where the run waits for them. A failure raises
     ``RuntimeError`` with the command's output."""
     import time
