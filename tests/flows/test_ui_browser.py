@@ -112,7 +112,8 @@ def pipeline_runs(mlflow_uri: str) -> list[Any]:
 @pytest.fixture(scope="module")
 def rerun(repro_project: tuple[Path, dict[str, str]], repro_run: subprocess.CompletedProcess[str]) -> Any:
     """A second ``seed run`` after a change only the report reads (``project.preset``, printed in the table), as
-    a user reruns: DVC reuses every other stage, and its pipeline flow run publishes the newest
+    a user reruns: DVC reruns the code stage (which rewrites the report's params file) and the report, reuses
+    every other stage, and its pipeline flow run publishes the newest
     ``seed-results``, whatever other tests of the session published before. (A rerun with nothing stale
     records no run at all: `seed run` then only prints the table.)"""
     from tests.flows.test_dvc_repro import _run
@@ -125,7 +126,7 @@ def rerun(repro_project: tuple[Path, dict[str, str]], repro_run: subprocess.Comp
     done = _run([sys.executable, "-m", "seed_app.cli", "run"], root, env)
     print(f"\nui: report-only seed run took {time.perf_counter() - start:.1f} s")
     ran = [line for line in done.stdout.splitlines() if line.startswith("Running stage")]
-    assert ran == ["Running stage 'report':"], ran
+    assert ran == ["Running stage 'code':", "Running stage 'report':"], ran
     return done
 
 
