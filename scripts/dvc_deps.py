@@ -164,27 +164,30 @@ def all_params() -> list[str]:
 
 
 def _stage_params() -> dict[str, tuple[str, ...]]:
+    return _stage_params_module().STAGE_PARAMS
+
+
+def _stage_params_module():
     import sys
 
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from seed_core.stage_params import STAGE_PARAMS
+    import seed_core.stage_params
 
-    return STAGE_PARAMS
+    return seed_core.stage_params
 
 
 def params_text(stage: str, params: dict) -> str:
     """``data/params/<stage>.yaml``: ``<key>: <value>`` for each key ``stage`` reads, its value in ``params``
     (params.yaml as DVC reads it); a key params.yaml lacks is an error naming it, as DVC's would be."""
+    project = _stage_params_module().project
     values = {}
     for key in stage_params(stage):
-        node = params
-        for part in key.split("."):
-            if not isinstance(node, dict) or part not in node:
-                raise SystemExit(f"dvc_deps: params.yaml has no key {key!r}, which stage {stage!r} reads "
-                                 f"(seed_core/stage_params.py); add it to params.yaml")
-            node = node[part]
-        values[key] = node
+        try:
+            values |= project(params, (key,))
+        except (KeyError, TypeError):
+            raise SystemExit(f"dvc_deps: params.yaml has no key {key!r}, which stage {stage!r} reads "
+                             f"(seed_core/stage_params.py); add it to params.yaml") from None
     return yaml.safe_dump(values, sort_keys=False, default_flow_style=False)
 
 

@@ -137,6 +137,19 @@ def test_pipeline_runs_use_the_configured_servers_else_seed_ui(monkeypatch: pyte
     assert "MLFLOW_TRACKING_URI" not in os.environ
 
 
+def tmp_stores(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """No configured servers and the project's stores in ``tmp_path`` (Prefect's in ``prefect/``); returns the
+    MLflow store URI."""
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
+    monkeypatch.setattr(services, "configured_prefect_api", lambda: None)
+    monkeypatch.setattr(services, "tracking_uri", lambda: store)
+    monkeypatch.delenv(warm.SOCKET_VAR, raising=False)
+    return store
+
+
 def test_a_pipeline_run_without_servers_gets_temporary_ones_side_by_side_that_stop_after_it(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Real Prefect and MLflow servers on tmp databases: the run's MLflow calls go to the temporary server,
@@ -145,13 +158,7 @@ def test_a_pipeline_run_without_servers_gets_temporary_ones_side_by_side_that_st
 
     from flows.results import mlflow_ui
 
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
-    monkeypatch.setattr(services, "configured_prefect_api", lambda: None)
-    monkeypatch.setattr(services, "tracking_uri", lambda: store)
-    monkeypatch.delenv(warm.SOCKET_VAR, raising=False)
+    store = tmp_stores(monkeypatch, tmp_path)
     with services.pipeline_servers() as (prefect, uri):
         pids = {name: int((tmp_path / f"{name}.pid").read_text()) for name in ("prefect-run", "mlflow-run", "stages-run")}
         assert flows_servers.healthy(f"{prefect}/health") and flows_servers.healthy(f"{uri}/health")
@@ -293,13 +300,7 @@ def test_seed_init_creates_the_stores_a_pipeline_runs_servers_then_only_open(mon
 
     import mlflow
 
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
-    monkeypatch.setattr(services, "configured_prefect_api", lambda: None)
-    monkeypatch.setattr(services, "tracking_uri", lambda: store)
-    monkeypatch.delenv(warm.SOCKET_VAR, raising=False)
+    store = tmp_stores(monkeypatch, tmp_path)
     assert set(services.init_stores()) == {"prefect", "mlflow"}
 
     def versions() -> tuple[list[tuple[str]], list[tuple[str]]]:

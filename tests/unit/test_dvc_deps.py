@@ -56,12 +56,17 @@ def test_the_code_stage_depends_on_every_package_and_writes_every_fingerprint_an
     assert all(isinstance(out, dict) and next(iter(out.values())) == {"cache": False} for out in outs.values())
 
 
+def cached(path: Path) -> Path:
+    """``path`` with the text "old", hard-linked as DVC's cache links an output; returns the link."""
+    path.write_text("old\n")
+    os.link(path, path.parent / "cached-object")
+    return path.parent / "cached-object"
+
+
 def test_writing_fingerprints_replaces_files_instead_of_editing_them(tmp_path: Path) -> None:
     """DVC may have hard-linked an older fingerprint into its cache: writing through the link would corrupt it."""
     old = tmp_path / "report.sha256"
-    old.write_text("old\n")
-    linked = tmp_path / "cached-object"
-    os.link(old, linked)
+    linked = cached(old)
     written = dvc_deps.write_fingerprints(tmp_path)
     assert sorted(p.name for p in written) == sorted(f"{stage}.sha256" for stage in STAGES)
     assert linked.read_text() == "old\n"
@@ -70,9 +75,7 @@ def test_writing_fingerprints_replaces_files_instead_of_editing_them(tmp_path: P
 
 def test_writing_params_files_replaces_them_and_a_missing_key_names_it(tmp_path: Path) -> None:
     old = tmp_path / "report.yaml"
-    old.write_text("old\n")
-    linked = tmp_path / "cached-object"
-    os.link(old, linked)
+    linked = cached(old)
     written = dvc_deps.write_params(tmp_path)
     assert sorted(p.name for p in written) == sorted(f"{stage}.yaml" for stage in STAGES)
     assert linked.read_text() == "old\n"
