@@ -25,80 +25,33 @@ deps; ``tests/unit/test_stage_params.py`` the params files and the code stage's 
 
 from __future__ import annotations
 
-import ast
-import hashlib
 import re
-from functools import lru_cache
+import sys
 from pathlib import Path
 
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("seed_core", "tasks", "flows", "seed_app")
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from seed_core import code_closure  # noqa: E402  (the scan itself: one owner, shared with the RL resume key)
+from seed_core.code_closure import DATA_FILES, PACKAGES  # noqa: E402,F401  (re-exported for the tests)
 
 
 def module_file(name: str) -> Path | None:
-    """``seed_core.envs.alfworld`` -> its .py file (a package -> its __init__.py); None if not ours."""
-    if name.split(".")[0] not in PACKAGES:
-        return None
-    base = ROOT.joinpath(*name.split("."))
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
-    return None
+    """``seed_core.envs.alfworld`` -> its .py file in this tree (``seed_core.code_closure.module_file``)."""
+    return code_closure.module_file(name, ROOT)
 
 
-def _runtime_nodes(tree: ast.AST):
-    """Every node except the bodies of ``if TYPE_CHECKING:``."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                stack.extend(child.orelse)
-            else:
-                stack.append(child)
-
-
-@lru_cache(maxsize=None)
 def direct_imports(path: Path) -> frozenset[Path]:
-    """Our module files that ``path`` imports anywhere in its body, with their parent packages' __init__.py."""
-    rel = path.relative_to(ROOT).with_suffix("")
-    package = list(rel.parts[:-1]) if rel.name != "__init__" else list(rel.parts[:-1])
-    names: set[str] = set()
-    for node in _runtime_nodes(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package[: len(package) - (node.level - 1)]
-                base = ".".join([*anchor, *([base] if base else [])])
-            names.add(base)
-            names |= {f"{base}.{alias.name}" for alias in node.names}  # `from pkg import submodule`
-    found: set[Path] = set()
-    for name in names:
-        parts = name.split(".")
-        for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__ too
-            file = module_file(".".join(parts[:i]))
-            if file is not None:
-                found.add(file)
-    return frozenset(found - {path})
+    """Our module files that ``path`` imports (``seed_core.code_closure.direct_imports``), in this tree."""
+    return code_closure.direct_imports(path, ROOT)
 
 
 def reachable(entry: str) -> set[Path]:
-    start = module_file(entry)
-    assert start is not None, entry
-    seen, todo = {start}, [start]
-    while todo:
-        current = todo.pop()
-        extra = {ROOT / f for f in DATA_FILES.get(current.relative_to(ROOT).as_posix(), [])}
-        for dep in direct_imports(current) | extra:
-            if dep not in seen:
-                seen.add(dep)
-                todo.append(dep)
-    return seen
+    """Every file of this tree that ``entry`` can import (``seed_core.code_closure.reachable``)."""
+    return code_closure.reachable(entry, ROOT)
 
 
 def stages() -> dict[str, tuple[str, list[str], list[str]]]:
@@ -122,11 +75,6 @@ def covered(path: Path, deps: list[str]) -> bool:
     return any(rel == d.rstrip("/") or rel.startswith(d.rstrip("/") + "/") for d in deps)
 
 
-
-DATA_FILES = {"seed_core/rollout/vllm_engine.py": ["seed_core/rollout/vllm_worker.py"]}
-"""Code a module uses without importing it: vllm_engine copies vllm_worker.py into every engine process."""
-
-
 CODE_STAGE = "code"
 """The dvc.yaml stage that writes every stage's fingerprint (``write_fingerprints``)."""
 
@@ -141,16 +89,9 @@ def params_path(stage: str) -> str:
     return f"data/params/{stage}.yaml"
 
 
-@lru_cache(maxsize=None)
-def _sha256(path: Path) -> str:
-    """Each file is read and hashed once, though most stages import it."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def fingerprint(entry: str) -> str:
-    """``sha256sum`` lines of every file ``entry`` can import, sorted by path (``sha256sum -c`` checks them)."""
-    files = sorted(reachable(entry), key=lambda p: p.relative_to(ROOT).as_posix())
-    return "".join(f"{_sha256(f)}  {f.relative_to(ROOT).as_posix()}\n" for f in files)
+    """``sha256sum`` lines of every file ``entry`` can import (``seed_core.code_closure.fingerprint``)."""
+    return code_closure.fingerprint(entry, ROOT)
 
 
 def stage_params(stage: str) -> list[str]:
@@ -240,13 +181,27 @@ def rewrite(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
-if __name__ == "__main__":
-    import sys
+def check_params(params_file: Path = ROOT / "params.yaml") -> None:
+    """Validate ``params_file`` (``seed_core.loader.load_config``) before anything is written: the code stage runs
+    first and keeps its outputs (``persist``), so a typo stops ``dvc repro`` here, before DVC has removed any
+    stage's outputs; exits 2 with the config error's one line."""
+    from seed_core.config import ConfigError
+    from seed_core.loader import load_config
 
+    try:
+        load_config(params_file)
+    except ConfigError as err:
+        print(f"dvc_deps: {err}. No stage ran and no output was removed: fix the value, then rerun",
+              file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
     if sys.argv[1:] == ["--write"]:
         path = ROOT / "dvc.yaml"
         path.write_text(rewrite(path.read_text()))
     elif sys.argv[1:2] == ["--fingerprints"] and len(sys.argv) == 3:
+        check_params()
         write_fingerprints(Path(sys.argv[2]) / "code")
         write_params(Path(sys.argv[2]) / "params")
     else:

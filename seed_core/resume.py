@@ -1,5 +1,6 @@
-"""Resuming RL: finished rounds are reused only when they were made from the same config and starting
-checkpoint (``rl_fingerprint``); the flows check the same fingerprint before they skip a stage."""
+"""Resuming RL: finished rounds are reused only when they were made from the same inputs (``rl_fingerprint``: the
+stage's params but ``rl.rounds``, its code, its starting checkpoint and data); the flows check the same fingerprint
+before they reuse a round."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from seed_core.config import SeedConfig
+from seed_core import code_closure
+from seed_core.config import SeedConfig, project_root
 from seed_core.io import DataFileError, atomic_write_text
 from seed_core.stage_params import fingerprint_keys, project
 
@@ -16,13 +18,49 @@ RESUME_FILE = ".resume_key"
 
 
 class StaleRoundsError(RuntimeError):
-    """An RL output directory holds finished rounds made from another config or starting checkpoint."""
+    """An RL output directory holds finished rounds made from other inputs (config, code, checkpoint, data)."""
 
 
-def rl_fingerprint(cfg: SeedConfig, init_checkpoint: Path) -> str:
-    """What finished RL rounds depend on: the keys the rl stage reads (``seed_core.stage_params.fingerprint_keys``:
-    the DVC params of the stage less ``rl.rounds``, so raising it extends a run) and the content of the starting
-    checkpoint."""
+RL_CODE_ENTRY = ("flows.rl", "seed_core.stages.rl")
+"""The module whose import closure is the rl stage's code (``data/code/rl.sha256``'s lines): the stage's flow in
+a project checkout, else (the engine installed alone) its engine entry point."""
+
+
+def rl_code() -> str:
+    """``sha256sum`` lines of the rl stage's code (``seed_core.code_closure``; the same lines DVC's code stage
+    writes to ``data/code/rl.sha256``)."""
+    entry = next(e for e in RL_CODE_ENTRY if code_closure.module_file(e) is not None)
+    return code_closure.fingerprint(entry)
+
+
+def rl_inputs(cfg: SeedConfig) -> dict[str, Path]:
+    """The data the rounds read besides the starting checkpoint (the rl stage's other DVC data deps): the static
+    skill library (``rl.static_skills_dir``, else the annotate stage's) and the ALFWorld training games."""
+    from seed_core.static_skills import default_dir
+
+    return {"static_skills": Path(cfg.rl.static_skills_dir or default_dir(cfg)),
+            "alfworld_games": project_root() / cfg.env.alfworld.generated_dir}
+
+
+def _hash_tree(digest: "hashlib._Hash", label: str, path: Path) -> None:
+    """Names and contents of every file under ``path`` (a file: itself; missing: a marker) into ``digest``."""
+    digest.update(f"\0{label}\0".encode())
+    if not path.exists():
+        digest.update(b"(absent)")
+        return
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for file in files:
+        digest.update(file.relative_to(path).as_posix().encode() if file != path else b".")
+        with open(file, "rb") as fh:
+            digest.update(hashlib.file_digest(fh, "sha256").digest())
+
+
+def rl_fingerprint(cfg: SeedConfig, init_checkpoint: Path, code: str | None = None) -> str:
+    """What finished RL rounds depend on, i.e. every input of the rl stage but ``rl.rounds`` (raising it extends a
+    run): sha256 over the keys the stage reads (``seed_core.stage_params.fingerprint_keys``), its code (``code``:
+    ``sha256sum`` lines, default ``rl_code()``), the files of the starting checkpoint and of ``rl_inputs``. So an
+    edit to a loss, a changed skill library or another SFT checkpoint starts the rounds over, as DVC reruns the
+    stage; an unchanged stage resumes."""
 
     init_checkpoint = Path(init_checkpoint)
     if not init_checkpoint.is_dir():
@@ -31,10 +69,10 @@ def rl_fingerprint(cfg: SeedConfig, init_checkpoint: Path) -> str:
     digest = hashlib.sha256()
     data = project(cfg.model_dump(mode="json"), fingerprint_keys())
     digest.update(json.dumps(data, sort_keys=True).encode())
-    for file in sorted(p for p in init_checkpoint.rglob("*") if p.is_file()):
-        digest.update(file.relative_to(init_checkpoint).as_posix().encode())
-        with open(file, "rb") as fh:
-            digest.update(hashlib.file_digest(fh, "sha256").digest())
+    digest.update(b"\0code\0" + (rl_code() if code is None else code).encode())
+    _hash_tree(digest, "init", init_checkpoint)
+    for label, path in rl_inputs(cfg).items():
+        _hash_tree(digest, label, path)
     return digest.hexdigest()
 
 
@@ -50,8 +88,8 @@ def check_rounds(out_dir: Path, fingerprint: str) -> None:
     if finished:
         raise StaleRoundsError(
             f"{out_dir} holds {len(finished)} finished RL round(s) ({finished[0]}..{finished[-1]}) made from "
-            f"another config or starting checkpoint: their fingerprint is {saved[:16] if saved else '(none recorded)'}, "
-            f"this run's is {fingerprint[:16]} (the keys the rl stage reads, less rl.rounds, plus the files "
-            f"of --init). Delete {out_dir} (or pass another --out) to start over, or rerun with the "
-            "config and --init those rounds were made with")
+            f"other inputs: their fingerprint is {saved[:16] if saved else '(none recorded)'}, "
+            f"this run's is {fingerprint[:16]} (the keys the rl stage reads less rl.rounds, its code, the files "
+            f"of --init and its data). Delete {out_dir} (or pass another --out) to start over, or rerun with the "
+            "code, config, --init and data those rounds were made with")
     atomic_write_text(marker, fingerprint)

@@ -58,7 +58,7 @@ def test_a_finished_round_from_another_config_or_init_is_refused(
     with pytest.raises(StaleRoundsError) as err:
         run_rl(cfg, init, out)
     text = str(err.value)
-    assert f"{out} holds 1 finished RL round(s) (round_000..round_000) made from another config" in text
+    assert f"{out} holds 1 finished RL round(s) (round_000..round_000) made from other inputs" in text
     assert f"their fingerprint is {saved[:16]}, this run's is {now[:16]}" in text
     assert f"Delete {out} (or pass another --out) to start over" in text
     assert (out / "resolved_config.json").read_text() == resolved_before  # nothing rewritten

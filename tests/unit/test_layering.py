@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.unit.test_dvc_deps import dvc_deps  # the dvc.yaml deps scanner: TYPE_CHECKING bodies do not count
+from seed_core import code_closure  # the import scanner of the DVC code deps: TYPE_CHECKING bodies do not count
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,7 +72,8 @@ def test_importing_every_flow_and_task_module_loads_no_torch() -> None:
 # --- inside seed_core: no import circle, no upward arrow (issue 12) -------------------------------------------
 
 LAYERS = (  # lowest first; a module may import its own layer or lower ones, never a higher one
-    ("base", ("registry", "types", "config", "io", "stats", "skill_insert", "stage_params", "timing", "logs")),
+    ("base", ("registry", "types", "code_closure", "config", "io", "stats", "skill_insert", "stage_params", "timing",
+              "logs")),
     ("engines", ("alfworld", "webshop", "retrieval", "data_gen")),
     ("envs", ("envs",)),
     ("models", ("models", "losses", "algorithms", "methods", "contexts", "static_skills", "task_sets", "resume", "tracking")),
@@ -102,7 +103,7 @@ def seed_core_imports() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
         targets: set[str] = set()
-        for node in dvc_deps._runtime_nodes(ast.parse(path.read_text(), filename=str(path))):
+        for node in code_closure._runtime_nodes(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.Import):
                 targets |= {alias.name for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

@@ -1,0 +1,50 @@
+"""The RL resume key covers every input of the rl stage but ``rl.rounds`` (issue 26): its code (the same lines DVC's
+code stage writes to ``data/code/rl.sha256``), the starting checkpoint and its data (static skills, ALFWorld games).
+The DVC-level check (an edit in a finished workspace recomputes the rounds) is tests/flows/test_rl_stale_rounds.py."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from seed_core.config import SeedConfig
+from seed_core.loader import with_overrides
+from seed_core.resume import rl_code, rl_fingerprint, rl_inputs
+from tests.unit.test_dvc_deps import dvc_deps
+
+
+def test_the_engine_hashes_the_same_code_lines_as_the_dvc_code_stage() -> None:
+    assert rl_code() == dvc_deps.fingerprint("flows.rl")
+    assert "seed_core/stages/rl.py" in rl_code() and "seed_core/losses/policy.py" in rl_code()
+
+
+def test_a_code_edit_changes_the_key_and_a_rounds_change_does_not(tiny_model_dir: Path) -> None:
+    cfg, code = SeedConfig(), rl_code()
+    base = rl_fingerprint(cfg, tiny_model_dir, code)
+    assert rl_fingerprint(cfg, tiny_model_dir) == base  # default: rl_code()
+    edited = code.replace(code[:64], "0" * 64, 1)  # one file's sha256 changed
+    assert rl_fingerprint(cfg, tiny_model_dir, edited) != base
+    assert rl_fingerprint(with_overrides(cfg, {"rl.rounds": 99}), tiny_model_dir, code) == base
+
+
+def test_a_changed_static_skill_library_or_game_set_changes_the_key(tiny_model_dir: Path, tmp_path: Path) -> None:
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    (skills / "library.json").write_text('{"general": "plan first"}')
+    cfg = with_overrides(SeedConfig(), {"rl.static_skills_dir": str(skills)})
+    assert rl_inputs(cfg)["static_skills"] == skills
+    base = rl_fingerprint(cfg, tiny_model_dir, "code")
+    (skills / "library.json").write_text('{"general": "plan last"}')
+    changed = rl_fingerprint(cfg, tiny_model_dir, "code")
+    assert changed != base
+    (skills / "extra.json").write_text("{}")
+    assert rl_fingerprint(cfg, tiny_model_dir, "code") != changed  # a new file counts too
+    shutil.rmtree(skills)
+    assert rl_fingerprint(cfg, tiny_model_dir, "code") not in (base, changed)  # absent: a key of its own
+
+    games = tmp_path / "games"
+    games.mkdir()
+    cfg = with_overrides(cfg, {"env.alfworld.generated_dir": str(games)})
+    before = rl_fingerprint(cfg, tiny_model_dir, "code")
+    (games / "game.tw-pddl").write_text("(define)")
+    assert rl_fingerprint(cfg, tiny_model_dir, "code") != before
