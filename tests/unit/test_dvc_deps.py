@@ -53,7 +53,8 @@ def test_the_code_stage_depends_on_every_package_and_writes_every_fingerprint_an
     outs = {next(iter(out)) if isinstance(out, dict) else out: out for out in code["outs"]}
     assert sorted(outs) == sorted([*(dvc_deps.fingerprint_path(stage) for stage in STAGES),
                                    *(dvc_deps.params_path(stage) for stage in STAGES)])
-    assert all(isinstance(out, dict) and next(iter(out.values())) == {"cache": False} for out in outs.values())
+    assert all(isinstance(out, dict) and next(iter(out.values())) == {"cache": False, "persist": True}
+               for out in outs.values())  # persist: a params typo stops the code stage before DVC removes outputs
 
 
 def cached(path: Path) -> Path:
