@@ -14,11 +14,13 @@ fork; a stage process that disappears takes its fork with it.
 
 Protocol on the Unix socket: the client sends an 8-byte length, then that many bytes of JSON
 ``{"module", "args", "cwd", "env"}`` with its fds 0, 1, 2 attached (``socket.send_fds``); the server answers
-``<pid>\\n`` when the fork runs and ``<exit code>\\n`` when it has ended (128 + N for signal N).
+``<pid>\\n`` when the fork runs and ``<exit code>\\n`` when it has ended (128 + N for signal N). A module that is
+not one of dvc.yaml's stage modules (``STAGE_MODULES``) is answered ``refused: <why>\\n`` and nothing runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -32,7 +34,10 @@ SOCKET_VAR = "SEED_STAGE_SERVER"
 """Run-context variable: the Unix socket of the current ``seed run``'s stage server."""
 STAGE_MODULES = frozenset({"flows.prepare_model", "flows.generate_alfworld", "flows.collect", "flows.annotate",
                            "flows.sft", "flows.rl", "flows.evaluate", "flows.report"})
-"""The modules dvc.yaml runs as stage commands (``python -m <module>``)."""
+"""The modules dvc.yaml runs as stage commands (``python -m <module>``; a test checks both ways): all that the
+server runs, whoever connects to its socket."""
+REFUSED = "refused:"
+"""How the server's answer to a request for any other module begins."""
 
 
 def requested_module(argv: list[str]) -> tuple[str, list[str]] | None:
@@ -68,7 +73,11 @@ def run_in_server(module: str, args: list[str], path: str) -> int | None:
         payload = json.dumps({"module": module, "args": args, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
         try:
             socket.send_fds(sock, [struct.pack("!Q", len(payload)) + payload], [0, 1, 2])
-            pid = int(_read_line(sock))  # waits while the server is still importing (it listens first)
+            answer = _read_line(sock)  # waits while the server is still importing (it listens first)
+            if answer.startswith(REFUSED):
+                print(f"seed stage server: {answer}", file=sys.stderr)
+                return 2
+            pid = int(answer)
         except (OSError, ValueError):  # the server died before forking (its warm-up failed, or it was stopped)
             return None
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -188,12 +197,23 @@ WARM_CALLS: tuple[Callable[[], object], ...] = (mlflow_requirements_map,)
 """Caches filled once by the server after its imports, so that no stage fills its own."""
 
 
+def refusal(request: Any, stages: frozenset[str]) -> str | None:
+    """The ``refused:`` answer to a request whose module is not one of ``stages``, None for a stage module."""
+    module = request.get("module") if isinstance(request, dict) else None
+    if isinstance(module, str) and module in stages:
+        return None
+    return (f"{REFUSED} {module!r} is not a stage module of dvc.yaml; the stage server runs only "
+            f"{', '.join(sorted(stages))}")
+
+
 def serve(path: str, modules: Iterable[str] = WARM_MODULES,
-          calls: Iterable[Callable[[], object]] = WARM_CALLS) -> None:
+          calls: Iterable[Callable[[], object]] = WARM_CALLS, stages: Iterable[str] = STAGE_MODULES) -> None:
     """Accept stage processes on ``path`` one at a time (DVC runs stages one after another) and run each in a
-    fork. It listens before it imports ``modules``: a stage process that connects meanwhile waits for the
-    warm-up instead of importing everything itself. Nothing may start threads or parallel torch work here
-    before forking."""
+    fork; a request for a module not in ``stages`` (default: dvc.yaml's ``STAGE_MODULES``) is refused with one
+    line and runs nothing. It listens before it imports ``modules``: a stage process that connects meanwhile
+    waits for the warm-up instead of importing everything itself. Nothing may start threads or parallel torch
+    work here before forking."""
+    allowed = frozenset(stages)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(1)
@@ -205,6 +225,12 @@ def serve(path: str, modules: Iterable[str] = WARM_MODULES,
             try:
                 request, fds = _receive(conn)
             except (ConnectionError, ValueError):
+                continue
+            if refused := refusal(request, allowed):
+                for fd in fds:
+                    os.close(fd)
+                with contextlib.suppress(OSError):
+                    conn.sendall(f"{refused}\n".encode())
                 continue
             sys.stdout.flush()
             sys.stderr.flush()

@@ -50,15 +50,16 @@ BROKEN = "import time; time.sleep(1.5); raise ImportError('a warm-up import that
 
 
 def start_server(tmp_path: Path, modules: tuple[str, ...] = ()) -> tuple[subprocess.Popen[bytes], str]:
-    """A real stage server warming up ``modules``, whose forks can import the test stage module ``probe_stage``;
-    returns once its socket exists."""
+    """A real stage server warming up ``modules``, whose one stage module is the test's ``probe_stage`` (its forks
+    can import it); returns once its socket exists."""
     (tmp_path / "probe_stage.py").write_text(STAGE)
     (tmp_path / "warmed.py").write_text(WARMED)
     (tmp_path / "broken.py").write_text(BROKEN)
     path = str(tmp_path / "server.sock")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(project_root()), str(tmp_path)]),
            "WARMED_FILE": str(tmp_path / "warmed-up")}
-    proc = subprocess.Popen([sys.executable, "-c", f"from flows.warm import serve; serve({path!r}, modules={modules!r}, calls=())"],
+    code = f"from flows.warm import serve; serve({path!r}, modules={modules!r}, calls=(), stages=('probe_stage',))"
+    proc = subprocess.Popen([sys.executable, "-c", code],
                             env=env, start_new_session=True)
     deadline = time.monotonic() + 30
     while not Path(path).exists():
@@ -175,3 +176,27 @@ def test_the_warm_up_fills_mlflows_requirements_map_that_every_registration_woul
     out = subprocess.run([sys.executable, "-c", probe], cwd=project_root(), capture_output=True, text=True,
                          timeout=120, check=True).stdout
     assert out.split() == ["True", "True"]
+
+
+def test_the_server_refuses_a_module_that_is_not_a_stage_and_runs_nothing(server: str, tmp_path: Path) -> None:
+    """A same-user client that sends any other module to the socket gets one line back; nothing is imported."""
+    marker = tmp_path / "ran"
+    (tmp_path / "not_a_stage.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(project_root())}
+    for module in ("not_a_stage", "os", "flows.warm"):
+        done = subprocess.run([sys.executable, "-c", CLIENT, module, server], cwd=work, env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip() == f"seed stage server: refused: {module!r} is not a stage module of dvc.yaml; " \
+                                      "the stage server runs only probe_stage"
+    assert not marker.exists()
+    assert client(server, tmp_path, "4").wait(timeout=60) == 4  # and still serves the stage
+
+
+def test_the_stage_modules_are_the_ones_dvc_yaml_runs() -> None:
+    import re
+
+    commands = re.findall(r"cmd: python -m (flows\.\w+)", (project_root() / "dvc.yaml").read_text())
+    assert set(commands) == warm.STAGE_MODULES
