@@ -35,6 +35,7 @@ PAPER_COMMON: dict[str, Any] = {
     "sft.epochs": 3, "sft.lr": 1.0e-5, "sft.max_length": 4096,
     "rl.algorithm": "seed", "rl.rounds": 150, "rl.lr": 1.0e-6, "rl.opd_coef": 0.01, "rl.gate_beta": 5.0,
     "rl.clip_ratio_low": 0.2, "rl.clip_ratio_high": 0.2, "rl.analyzer_max_new_tokens": 1024,
+    "rl.save_every": 10,  # a 3B policy's resume point (weights + AdamW moments) is ~36 GB: every 10th round
 }
 """Shared by every paper preset."""
 

@@ -62,3 +62,23 @@ def test_a_changed_static_skill_library_recomputes_the_rounds(workspace: tuple[P
         assert marker.read_text() == "0\n", "the rounds made from the old static skills were reused"
     else:
         pytest.skip("needs the marker of test_an_edit_to_the_round_code_recomputes_the_rounds (run the module)")
+
+
+def test_a_params_typo_stops_dvc_repro_before_any_output_is_removed(workspace: tuple[Path, dict[str, str]]) -> None:
+    """The code stage validates params.yaml first and keeps its own outputs (``persist``) while it runs."""
+    root, env = workspace
+    params = root / "params.yaml"
+    good = params.read_text()
+    outputs = [root / "data" / "rl" / "grpo" / "metrics.json", root / CHECKPOINT, root / "data" / "code" / "rl.sha256",
+               root / "data" / "sft" / "checkpoint" / "config.json"]
+    assert all(p.is_file() for p in outputs)
+    params.write_text(good.replace("  lr: 0.0001\n", "  lr: fast\n", 1))
+    assert params.read_text() != good
+    try:
+        result = subprocess.run(["dvc", "repro", "rl@grpo"], cwd=root, env=env, capture_output=True, text=True)
+    finally:
+        params.write_text(good)
+    assert result.returncode != 0
+    assert "rl.lr" in result.stderr, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    assert [p for p in outputs if not p.is_file()] == []
