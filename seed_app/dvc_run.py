@@ -11,13 +11,15 @@ the same absolute MLflow store, also from DVC's temporary experiment copies (pit
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Annotated, Any, Callable, Literal, get_args, get_origin
 
 from prefect import flow
 from prefect.runtime import flow_run
@@ -165,18 +167,85 @@ def run_in_flow(preset: Path | None = None, overrides: dict[str, Any] | None = N
         return pipeline_run_flow(preset, overrides or {}, name)
 
 
+SERVED_OVERRIDES = ("project.seed", "rl.*", "sft.*", "collect.*", "eval.*", "env.*", "generation.temperature",
+                    "generation.top_p", "generation.top_k", "generation.max_new_tokens", "generation.max_prompt_tokens",
+                    "generation.batch_size", "generation.eval_temperature")
+"""The override keys a ``seed-pipeline/ui`` run (``seed serve``, anyone who reaches the Prefect API) may set:
+``fnmatch`` patterns of dotted params keys. A key must match one *and* hold a number, a boolean or a named
+choice in the schema (a ``Literal``, or a registry key such as ``rl.algorithm``, which the loader checks against
+its registry). A free string or list could name an executable, a path outside the project or a host
+(``generation.vllm.python``, ``model.path``, ``rl.static_skills_dir``, ``env.search_qa.retriever_url``), so
+none is served; nor are whole sections that run programs or decide where things go (``generation.vllm.*``,
+``annotate.*``, ``model.*``, ``project.accelerate_config``, ``tracking.*``). Presets set anything: they are
+project files (``presets/``), chosen by name."""
+SERVED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+"""A served run's DVC experiment name: a plain word (DVC makes it a git ref)."""
+
+
+class ServedRequestError(ValueError):
+    """A ``seed-pipeline/ui`` request with a parameter it may not set; one line naming it and what is allowed."""
+
+
+def check_served_request(preset: str, overrides: dict[str, Any], experiment_name: str) -> Path | None:
+    """Refuse, before anything runs, a served request that sets what ``SERVED_OVERRIDES`` does not allow, names a
+    preset that is not a file under the project's ``presets/`` (symlinks resolved), or an odd experiment name.
+    Returns the preset file (None: ``params.yaml``). Values are checked by ``run_pipeline``'s config load."""
+    from seed_core.config import SeedConfig, flatten
+    from seed_core.loader import _field_at, registry_fields
+
+    root = project_root()
+    allowed = f"a served run may set {', '.join(SERVED_OVERRIDES)} (numbers, booleans and named choices only)"
+    known, choices = flatten(SeedConfig()), {key for key, _, _ in registry_fields(SeedConfig())}
+    for key in overrides:
+        if key not in known:
+            why = "is not a params.yaml key"
+        elif not any(fnmatch.fnmatchcase(key, pattern) for pattern in SERVED_OVERRIDES):
+            why = "is not served (only keys that cannot name a program, a path or a host are)"
+        elif key not in choices and not _plain_value(_field_at(tuple(key.split(".")))[1]):
+            why = "holds free text (a path, a program or a host), which is never served"
+        else:
+            continue
+        raise ServedRequestError(f"seed-pipeline/ui: override {key!r} {why}; {allowed}")
+    if experiment_name and not SERVED_NAME.fullmatch(experiment_name):
+        raise ServedRequestError(f"seed-pipeline/ui: experiment_name {experiment_name!r} is not a plain name "
+                                 "(letters, digits, '_', '.', '-'; at most 100)")
+    path = (root / preset).resolve()  # an absolute preset stays itself
+    if path == (root / "params.yaml").resolve():
+        return None
+    presets = (root / "presets").resolve()
+    if not (path.is_relative_to(presets) and path.suffix in (".yaml", ".yml") and path.is_file()):
+        raise ServedRequestError(f"seed-pipeline/ui: preset {preset!r} is not a params file under {presets} "
+                                 f"(or params.yaml); choose one of {sorted(p.name for p in presets.glob('*.yaml'))}")
+    return path
+
+
+def _plain_value(annotation: Any) -> bool:
+    """Whether a schema annotation is a number, a boolean, a ``Literal`` choice or a tuple/list of those."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return _plain_value(args[0])
+    if origin is Literal:
+        return True
+    if origin in (tuple, list):
+        return bool(args) and all(_plain_value(a) for a in args if a is not Ellipsis)
+    return annotation in (int, float, bool)
+
+
 @flow(name="seed-pipeline", log_prints=True)
 def seed_pipeline(preset: str = "params.yaml", overrides: dict[str, Any] | None = None,
                   experiment_name: str = "") -> dict[str, float]:
-    """Run the whole DVC pipeline as an experiment (the UI deployment's runs).
+    """Run the whole DVC pipeline as an experiment (the UI deployment's runs). A request is checked before
+    anything runs (``check_served_request``): only ``SERVED_OVERRIDES`` keys and a preset under ``presets/``.
 
     Args:
         preset: ``params.yaml`` (the workspace values) or a file under ``presets/``, e.g.
             ``presets/alfworld-qwen2.5-3b.yaml``.
-        overrides: dotted keys, e.g. ``{"rl.opd_coef": 0.02, "rl.gate_beta": 1.0}`` (``dvc exp run -S``).
+        overrides: dotted keys, e.g. ``{"rl.opd_coef": 0.02, "rl.gate_beta": 1.0}`` (``dvc exp run -S``); only
+            numbers, booleans and named choices of ``SERVED_OVERRIDES`` (rl.*, sft.*, collect.*, eval.*, env.*,
+            generation sampling, project.seed).
         experiment_name: DVC experiment name (empty: DVC picks one).
     """
-    chosen = None if preset == "params.yaml" else Path(preset)
+    chosen = check_served_request(preset, overrides or {}, experiment_name)
     return run_pipeline(chosen, overrides or {}, experiment_name or None, experiment=True).metrics
 
 
