@@ -80,17 +80,18 @@ SKILL_SD_RATIO_CLAMP = 10.0
 
 @DISTILL_LOSSES.register("skill_sd")
 def skill_sd_loss(inp: LossInputs, *, beta: float | None = None) -> LossOutput:
-    """Skill-SD (SDAR's static-skill reproduction, §1.10 table; SDAR repo ``skillsd_utils.py:14-52``).
+    """Skill-SD (SDAR's static-skill reproduction, §1.10 table), as SDAR computes it: ``compute_sdl_loss`` in
+    ``verl/trainer/ppo/skillsd_utils.py:14-55`` of the SDAR repository, whose importance ratio (``:48-49``) is taken
+    from the student log-probs that carry the gradient, so rho is differentiated too.
 
         e   = l^S - l^T                                    (B, T); l^T detached
         k3  = exp(min(-e, 20)) - 1 + e                     >= 0, = 0 iff l^S == l^T
-        rho = sg(exp(min(l^S - l^old, 10)))                importance ratio to the rollout policy
+        rho = exp(min(l^S - l^old, 10))                    importance ratio to the rollout policy (with gradient)
         L   = masked_mean(rho * k3, mask * teacher_mask[:, None])
 
-    dL/dl^S = rho * (1 - exp(l^T - l^S)) / N on the N active tokens (pulls l^S toward l^T from both
-    sides, unlike the gated loss). ``rho`` detached is [inferred]: the reference formula does not say.
-    ``beta`` is accepted for a uniform call signature and ignored. Metrics: opd_loss, teacher_gap_mean,
-    teacher_coverage, skill_sd_ratio_mean.
+    dL/dl^S = rho * (k3 + 1 - exp(l^T - l^S)) / N on the N active tokens where neither clamp binds (a clamped
+    factor contributes no gradient of its own). ``beta`` is accepted for a uniform call signature and ignored.
+    Metrics: opd_loss, teacher_gap_mean, teacher_coverage, skill_sd_ratio_mean.
     """
     active = inp.teacher_token_mask()
     keep = active != 0
@@ -100,13 +101,13 @@ def skill_sd_loss(inp: LossInputs, *, beta: float | None = None) -> LossOutput:
     old = torch.where(keep, inp.old_logprobs.detach(), zeros)
     e = student - teacher
     k3 = torch.exp((-e).clamp(max=SKILL_SD_EXP_CLAMP)) - 1.0 + e
-    rho = torch.exp((student.detach() - old).clamp(max=SKILL_SD_RATIO_CLAMP))
+    rho = torch.exp((student - old).clamp(max=SKILL_SD_RATIO_CLAMP))
     loss = masked_mean(rho * k3, active)
     response_tokens = inp.mask.sum()
     metrics = {
         "opd_loss": as_float(loss),
         "teacher_gap_mean": as_float(masked_mean(teacher - student.detach(), active)),
         "teacher_coverage": as_float(active.sum() / response_tokens if as_float(response_tokens) > 0 else 0.0),
-        "skill_sd_ratio_mean": as_float(masked_mean(rho, active)),
+        "skill_sd_ratio_mean": as_float(masked_mean(rho.detach(), active)),
     }
     return loss, metrics

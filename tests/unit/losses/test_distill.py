@@ -114,3 +114,20 @@ def test_ungated_opd_weights_every_token_by_one() -> None:
 def test_unknown_distill_loss_lists_known_names() -> None:
     with pytest.raises(UnknownNameError, match="gated_opd, opd"):
         DISTILL_LOSSES.get("reverse_kl")
+
+
+def test_skill_sd_golden_value_and_gradient_with_rho_carrying_gradient() -> None:
+    """One token, l^S = ln 0.5, l^T = ln 0.25, l^old = ln 0.4 (SDAR skillsd_utils.py:14-55): e = ln 2, k3 = 0.5 - 1 +
+    ln 2 = 0.193147, rho = 1.25, L = 0.241434; dL/dl^S = rho * (k3 + 1 - 0.5) = 1.25 * ln 2 = 0.866434 (with rho
+    detached it would be 1.25 * 0.5 = 0.625)."""
+    s = torch.tensor([[math.log(0.5)]], dtype=torch.float64, requires_grad=True)
+    t = torch.tensor([[math.log(0.25)]], dtype=torch.float64)
+    old = torch.tensor([[math.log(0.4)]], dtype=torch.float64)
+    inp = LossInputs(s, old, torch.zeros_like(old), torch.ones_like(old), teacher_logprobs=t)
+    loss, metrics = DISTILL_LOSSES.get("skill_sd")(inp)
+    assert loss.item() == pytest.approx(1.25 * (0.5 - 1 + math.log(2)), rel=1e-12)
+    assert loss.item() == pytest.approx(0.241434, abs=1e-6)
+    assert metrics["skill_sd_ratio_mean"] == pytest.approx(1.25, rel=1e-12)
+    loss.backward()
+    assert s.grad.item() == pytest.approx(1.25 * math.log(2), rel=1e-12)
+    assert s.grad.item() == pytest.approx(0.866434, abs=1e-6)

@@ -32,6 +32,9 @@ GOLDEN = {
     "opid_self": dict(pg=1.0, distill=None, shaping="opid"),
     "seed_static": dict(pg=1.0, distill="gated", shaping=None),
     "seed": dict(pg=1.0, distill="gated", shaping=None),
+    "seed_no_sft": dict(pg=1.0, distill="gated", shaping=None),
+    "seed_no_opd": dict(pg=1.0, distill=None, shaping=None),
+    "seed_static_library": dict(pg=1.0, distill="gated", shaping=None),
 }
 
 CFG = RLConfig(kl_coef=0.05, entropy_coef=0.003, opd_coef=0.2, gate_beta=2.0, opid_coef=0.3, rlsd_lambda0=0.5,
@@ -99,10 +102,11 @@ def _expected(spec):
                 g = _sigmoid(beta * (te - l))
                 total += lam * g * (te - l) / n_teacher
                 g_l += -lam * g / n_teacher
-            else:  # skill_sd: rho * k3, rho = exp(l - old) detached, e = l - te
+            else:  # skill_sd: rho * k3, rho = exp(l - old) with gradient (SDAR's compute_sdl_loss), e = l - te
                 rho, e = math.exp(l - old), l - te
-                total += lam * rho * (math.exp(-e) - 1 + e) / n_teacher
-                g_l += lam * rho * (1 - math.exp(te - l)) / n_teacher
+                k3 = math.exp(-e) - 1 + e
+                total += lam * rho * k3 / n_teacher
+                g_l += lam * rho * (k3 + 1 - math.exp(te - l)) / n_teacher
         grad_l[(b, t)] = g_l
     return total, grad_l, grad_h
 
