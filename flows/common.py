@@ -28,8 +28,9 @@ from seed_core.methods import METHODS, star
 from seed_core.resume import RESUME_FILE
 from seed_core.tracking import RunTracker, Tracker, open_run
 
-RL_ALGORITHMS = ("grpo", "seed", "seed_static")
-"""RL runs of every pipeline, started from the same Stage-1 checkpoint (the paper's comparison)."""
+RL_ALGORITHMS = ("grpo", "seed_static", "seed", "seed_no_sft", "seed_no_opd", "seed_static_library")
+"""RL runs of every pipeline: the paper's GRPO baseline (from the base model), SEED-static and SEED (from the
+Stage-1 checkpoint) and SEED's three ablations (paper Table 2); each starts where ``Algorithm.init`` says."""
 EVAL_METHODS = ("vanilla", "sft", *RL_ALGORITHMS)
 """Methods every pipeline evaluates: the base model (``vanilla``), the Stage-1 SFT checkpoint, each RL result."""
 
@@ -80,6 +81,11 @@ class StagePaths:
 
     def rl(self, algorithm: str) -> Path:
         return self.data / "rl" / algorithm
+
+    def init(self, algorithm: str) -> Path:
+        """Where ``algorithm``'s RL run starts (``Algorithm.init``): the base model or the Stage-1 checkpoint."""
+        init = ALGORITHMS.get(algorithm).init
+        return {"base": self.base_model, "sft": self.sft / "checkpoint"}[init]
 
     def eval(self, method: str) -> Path:
         return self.data / "eval" / method

@@ -1,7 +1,7 @@
 """The whole pipeline in one process (development, tests): every stage flow as a subflow, in order.
 
 Stage 1 (prepare_model, generate_alfworld -> collect -> annotate -> sft), then RL for each of ``rl_algorithms`` from
-the same SFT checkpoint, an evaluation of every method in ``eval_methods`` and the report. One
+where it starts (``Algorithm.init``: the base model or the SFT checkpoint), an evaluation of every method in ``eval_methods`` and the report. One
 MLflow parent run holds a child run per stage (and a grandchild per RL round). This path does not
 version anything: ``dvc repro`` / ``seed run`` is the reproducible way to run the same stages.
 """

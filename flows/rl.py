@@ -1,4 +1,5 @@
-"""DVC stage ``rl@<algorithm>``: RL from the Stage-1 checkpoint -> ``data/rl/<algorithm>``.
+"""DVC stage ``rl@<algorithm>``: RL from where the algorithm starts (``Algorithm.init``: the base model or the
+Stage-1 checkpoint) -> ``data/rl/<algorithm>``.
 
 One task and one MLflow child run per round; a rerun resumes after the last finished round
 (``round_XXX/DONE``) when the config and starting checkpoint are unchanged, else starts over. With
@@ -28,7 +29,7 @@ def rl_flow(params_path: Path = Path("params.yaml"), algorithm: str = "seed",
     # the algorithm's fixed values applied before anything is logged: MLflow params = the values used
     cfg = effective_config(load_config(params_path, {"rl.algorithm": algorithm}, origin="--algorithm"))
     paths = stage_paths(cfg)
-    init, out = paths.sft / "checkpoint", paths.rl(algorithm)
+    init, out = paths.init(algorithm), paths.rl(algorithm)
     key = resume_key(cfg, init)
     reset_stale_rounds(out, key)  # the pipeline starts over on a change; the engine alone would refuse
     with stage_run(cfg, f"rl-{algorithm}", "rl", [init], parent_run_id) as tracker:

@@ -6,19 +6,29 @@ mini-batch (token-means over the whole mini-batch, seed-algorithm.md §1.7):
     L = pg_coef * L_PPO(A') + kl_coef * KL_k3 - entropy_coef * H + opd_coef * L_distill      (distill only)
     A' = SHAPINGS[shaping](A, l^T, l^old)                                                    (shaping only)
 
-| name | analyzer | teacher context | pg | distillation | advantage | fixed | paper row |
-|---|---|---|---|---|---|---|---|
-| grpo | - | - | 1 | - | GRPO | | GRPO |
-| skill_grpo | - | - (the student sees static skills) | 1 | - | GRPO | | Skill-GRPO |
-| grpo_opsd | - | static_before_chat_template | 1 | gated OPD | GRPO | gate_beta 0 | GRPO+OPSD |
-| opsd | - | static_before_chat_template | 0 | gated OPD | GRPO | pg_coef 0 | OPSD |
-| skill_sd | - | static_before_chat_template | 1 | skill_sd (k3) | GRPO | distill_loss skill_sd, opd_coef 0.001 | Skill-SD |
-| rlsd | - | static_before_chat_template | 1 | - | RLSD reweighting | | RLSD |
-| sdar | - | static_before_chat_template | 1 | gated OPD | GRPO | | SDAR |
-| opid | ``annotate`` (Stage-1 client) | hindsight_after_task_line (+step) | 1 | - | GRPO + opid shift | | OPID |
-| opid_self | ``policy`` | hindsight_after_task_line | 1 | - | GRPO + opid shift | | (ablation) |
-| seed_static | ``checkpoint`` | hindsight_after_task_line | 1 | gated OPD | GRPO | | SEED-static |
-| seed | ``policy`` | hindsight_after_task_line | 1 | gated OPD | GRPO | | SEED |
+| name | starts from | analyzer | teacher context | pg | distillation | advantage | fixed | paper row |
+|---|---|---|---|---|---|---|---|---|
+| grpo | base | - | - | 1 | - | GRPO | | GRPO |
+| skill_grpo | base | - | - (the student sees static skills) | 1 | - | GRPO | | Skill-GRPO |
+| grpo_opsd | base | - | static_before_chat_template | 1 | gated OPD | GRPO | gate_beta 0 | GRPO+OPSD |
+| opsd | base | - | static_before_chat_template | 0 | gated OPD | GRPO | pg_coef 0 | OPSD |
+| skill_sd | base | - | static_before_chat_template | 1 | skill_sd (k3) | GRPO | distill_loss skill_sd, opd_coef 0.001 | Skill-SD |
+| rlsd | base | - | static_before_chat_template | 1 | - | RLSD reweighting | | RLSD |
+| sdar | base | - | static_before_chat_template | 1 | gated OPD | GRPO | | SDAR |
+| opid | base | ``annotate`` (Stage-1 client) | hindsight_after_task_line (+step) | 1 | - | GRPO + opid shift | | OPID |
+| opid_self | base | ``policy`` | hindsight_after_task_line | 1 | - | GRPO + opid shift | | (ablation) |
+| seed_static | sft | ``checkpoint`` | hindsight_after_task_line | 1 | gated OPD | GRPO | | SEED-static |
+| seed | sft | ``policy`` | hindsight_after_task_line | 1 | gated OPD | GRPO | | SEED |
+| seed_no_sft | base | ``policy`` | hindsight_after_task_line | 1 | gated OPD | GRPO | | SEED w/o hindsight-skill SFT |
+| seed_no_opd | sft | - | - | 1 | - | GRPO | | SEED w/o self-evolving OPD |
+| seed_static_library | sft | - | static_before_chat_template | 1 | gated OPD | GRPO | | SEED w/o on-policy skill |
+
+**Where a run starts** (``init``, seed-algorithm.md §8): the paper's baseline block is shared cell for cell with
+SDAR's table, whose runs have no Stage 1, so every baseline starts from the base model (``data/models/base``);
+SEED and the rows that need the Stage-1 hindsight-skill checkpoint start from it (``data/sft/checkpoint``). The
+starting checkpoint is also the KL reference. The last three rows are the paper's ablations (Table 2, ALFWorld
+3B: SEED 91.8; 86.0 / 87.0 / 84.4): SEED from the base model with its analyzer untrained; GRPO from the SFT
+checkpoint; SEED whose teacher context is the static offline skill library instead of its own analyses.
 
 One owner per coefficient: a value an algorithm *defines* (GRPO+OPSD is beta = 0; OPSD has no policy
 gradient; Skill-SD's loss and lambda) lives in ``fixed`` here; every other value is the config's.
@@ -58,6 +68,8 @@ class Algorithm:
     """(RLConfig field, value) pairs this algorithm defines; they override the config (``effective_rl``)."""
     label: str = ""
     """Row label in the report (the paper's name)."""
+    init: str = "base"
+    """Where the run starts (and its KL reference): ``base`` (the base model) or ``sft`` (the Stage-1 checkpoint)."""
 
     @property
     def needs_teacher(self) -> bool:
@@ -90,16 +102,26 @@ for _algo in (
     Algorithm("sdar", context=STATIC, distill=True, label="SDAR"),
     Algorithm("opid", analyzer="annotate", context=HINDSIGHT, shaping="opid", step_skills=True, label="OPID"),
     Algorithm("opid_self", analyzer="policy", context=HINDSIGHT, shaping="opid", label="OPID (self-analysis)"),
-    Algorithm("seed_static", analyzer="checkpoint", context=HINDSIGHT, distill=True, label="SEED-static"),
-    Algorithm("seed", analyzer="policy", context=HINDSIGHT, distill=True, label="SEED"),
+    Algorithm("seed_static", analyzer="checkpoint", context=HINDSIGHT, distill=True, label="SEED-static", init="sft"),
+    Algorithm("seed", analyzer="policy", context=HINDSIGHT, distill=True, label="SEED", init="sft"),
+    Algorithm("seed_no_sft", analyzer="policy", context=HINDSIGHT, distill=True, label="SEED w/o hindsight-skill SFT"),
+    Algorithm("seed_no_opd", label="SEED w/o self-evolving OPD", init="sft"),
+    Algorithm("seed_static_library", context=STATIC, distill=True, label="SEED w/o on-policy skill", init="sft"),
 ):
     ALGORITHMS.register(_algo.name)(_algo)
 
+INITS = ("base", "sft")
+"""The values of ``Algorithm.init``."""
+
+ABLATIONS = ("seed", "seed_no_sft", "seed_no_opd", "seed_static_library", "seed_static")
+"""The rows of the paper's ablation table (Table 2), SEED first; each other row's drop is measured against it."""
+
 PAPER_ORDER = ("vanilla", "sft", "opsd", "grpo", "skill_grpo", "grpo_opsd", "skill_sd", "rlsd", "sdar", "opid",
-               "opid_self", "seed_static", "seed")
+               "opid_self", "seed_static", "seed", "seed_no_sft", "seed_no_opd", "seed_static_library")
 """Report row order of the policies (the OPID/SDAR main table, seed-algorithm.md §5.1: Vanilla, OPSD, GRPO,
 Skill-GRPO, GRPO+OPSD, Skill-SD, RLSD, SDAR, OPID; then SEED-static, SEED). ``seed_core.methods`` adds the
-"*" rows and the labels; every registered algorithm must be listed (tests/unit/test_methods.py)."""
+"*" rows and the labels; every registered algorithm must be listed (tests/unit/test_methods.py). The ablations
+come last, as the paper's Table 2 (``ABLATIONS``) follows its main table."""
 
 
 def effective_rl(rl: "RLConfig", algorithm: Algorithm) -> "RLConfig":

@@ -45,6 +45,15 @@ class Method:
         """The policy is an RL result (an ``rl@<policy>`` stage), not a fixed checkpoint."""
         return self.policy not in CHECKPOINT_METHODS
 
+    @property
+    def start(self) -> str:
+        """What the policy was trained from (the report's ``from`` column): ``-`` for the base model itself,
+        ``base`` for the Stage-1 SFT checkpoint and the RL runs that start from the base model, ``SFT`` for the RL
+        runs that start from the Stage-1 checkpoint (``Algorithm.init``)."""
+        if self.policy == "vanilla":
+            return "-"
+        return "base" if self.policy == "sft" or ALGORITHMS.get(self.policy).init == "base" else "SFT"
+
 
 METHODS: Registry[Method] = Registry("method")
 

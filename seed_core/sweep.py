@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from seed_core.algorithms import ALGORITHMS
 from seed_core.config import SeedConfig
 from seed_core.io import write_json
 from seed_core.loader import with_overrides
@@ -69,12 +70,13 @@ def run_seed_cell(cfg: SeedConfig, base_model: Path, out_dir: Path, methods: Seq
     run_sft(cfg, base_model, annotate, sft, collect_dir=collect)
     for part in (collect, annotate, sft):
         stage1 |= json.loads((part / "metrics.json").read_text())
-    checkpoints = {"vanilla": base_model, "sft": sft / "checkpoint"}
+    checkpoints = {"vanilla": base_model, "base": base_model, "sft": sft / "checkpoint"}
     curves: dict[str, list[dict[str, float]]] = {}
     mechanism: dict[str, dict[str, float]] = {}
     for algorithm in rl_methods(methods):
         rl_dir = out_dir / "rl" / algorithm
-        run_rl(with_overrides(cfg, {"rl.algorithm": algorithm}), sft / "checkpoint", rl_dir)
+        init = checkpoints[ALGORITHMS.get(algorithm).init]  # Algorithm.init: "base" or "sft"
+        run_rl(with_overrides(cfg, {"rl.algorithm": algorithm}), init, rl_dir)
         checkpoints[algorithm] = rl_dir / "checkpoint"
         curve = pd.read_csv(rl_dir / "curve.csv")
         curves[algorithm] = curve.to_dict(orient="records")
@@ -104,8 +106,10 @@ def read_cells(cell_dirs: Sequence[Path]) -> list[dict[str, Any]]:
 
 
 COMPARISONS = (("grpo", "sft"), ("seed", "grpo"), ("seed", "sft"), ("seed_static", "grpo"), ("seed", "seed_static"),
-               ("seed", "sdar"), ("seed", "opid"), ("skill_grpo_star", "skill_grpo"))
-"""Paired comparisons reported when both methods ran (the first two are the issue's headline)."""
+               ("seed", "sdar"), ("seed", "opid"), ("skill_grpo_star", "skill_grpo"),
+               ("seed", "seed_no_sft"), ("seed", "seed_no_opd"), ("seed", "seed_static_library"))
+"""Paired comparisons reported when both methods ran (the first two are the issue's headline; the last three, with
+``seed - seed_static``, are the paper's ablation table)."""
 
 
 def summarize_sweep(cells: Sequence[dict[str, Any]], setting: dict[str, Any]) -> dict[str, Any]:

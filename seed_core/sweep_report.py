@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from seed_core.algorithms import ABLATIONS
 from seed_core.io import atomic_write_text, write_json
 from seed_core.methods import in_paper_order, label
 
@@ -56,6 +57,7 @@ def render_sweep_table(summary: dict[str, Any]) -> str:
         a, b = name.split("-")
         lines.append(f"| {label(a)} - {label(b)} | {100 * c['mean_diff']:+.1f} | [{100 * lo:+.1f}, {100 * hi:+.1f}] | "
                      f"{c['prob_improvement']:.2f} | [{plo:.2f}, {phi:.2f}] |")
+    lines += _ablation_lines(summary)
     mech = summary.get("mechanism", {})
     keys = [k for k in MECHANISM_LABELS if any(k in m for m in mech.values())]
     if keys:
@@ -69,6 +71,24 @@ def render_sweep_table(summary: dict[str, Any]) -> str:
     if stage1:
         lines += ["", "Stage 1 (mean over seeds): " + ", ".join(f"{k} = {v:.4g}" for k, v in stage1.items())]
     return "\n".join(lines) + "\n"
+
+
+def _ablation_lines(summary: dict[str, Any]) -> list[str]:
+    """The paper's Table 2 over seeds: SEED and each ablation that ran, its mean success and its drop against SEED
+    (the paired ``seed-<row>`` comparison) with the 95% CI; nothing without SEED and an ablation."""
+    methods, comparisons = summary["methods"], summary["comparisons"]
+    rows = [m for m in ABLATIONS[1:] if m in methods and f"{ABLATIONS[0]}-{m}" in comparisons]
+    if ABLATIONS[0] not in methods or not rows:
+        return []
+    lines = ["", "Ablations (paper Table 2): drop = SEED minus the row, paired over seeds (points):", "",
+             "| Row | Success (mean) | drop vs SEED | 95% CI | P(SEED > row) |", "|---|---|---|---|---|",
+             f"| {label(ABLATIONS[0])} | {_pct(methods[ABLATIONS[0]]['mean'])} | - | - | - |"]
+    for method in rows:
+        c = comparisons[f"{ABLATIONS[0]}-{method}"]
+        lo, hi = c["ci95"]
+        lines.append(f"| {label(method)} | {_pct(methods[method]['mean'])} | {100 * c['mean_diff']:+.1f} | "
+                     f"[{100 * lo:+.1f}, {100 * hi:+.1f}] | {c['prob_improvement']:.2f} |")
+    return lines
 
 
 def plot_sweep_curves(summary: dict[str, Any], path: Path) -> Path:

@@ -33,6 +33,7 @@ import pandas as pd  # noqa: E402
 
 from seed_core.config import SeedConfig  # noqa: E402
 from seed_core.io import DataFileError, atomic_write_text, read_frame  # noqa: E402
+from seed_core.algorithms import ABLATIONS  # noqa: E402
 from seed_core.methods import METHODS, label, sort_key  # noqa: E402
 from seed_core.tracking import NullTracker, Tracker  # noqa: E402
 from seed_core.types import EvalRecord  # noqa: E402
@@ -47,6 +48,11 @@ TASK_TYPE_LABELS = {
 SCORE_NOTE = ("Score = mean task score (0-1, WebShop's purchase score) x 100; Succ and the task-type "
               "columns = success rate (%), success = score 1.")
 """Line above a table with a Score column (the paper's "WS Score" / "WS Succ")."""
+
+ABLATION_NOTE = ("drop vs SEED = SEED's success minus the row's, in points (positive: the ablated part helped). "
+                 "from = the checkpoint a row was trained from: base = the base model, SFT = the Stage-1 "
+                 "hindsight-skill checkpoint (the paper's baselines start from the base model, SEED from SFT).")
+"""Line above the ablation table."""
 
 SUCCESS_COLUMN = "rollout/success_rate"
 """Curve column drawn in ``curve_success.png``: training success of each round's on-policy rollouts."""
@@ -107,7 +113,8 @@ def paper_table(table: pd.DataFrame, env: str, split: str) -> str:
         types = []
     scored = bool(part["score"].notna().any())
     overall_columns = ["Score", "Succ"] if scored else ["Avg"]
-    header = ["Method"] + [TASK_TYPE_LABELS.get(t, t or "-") for t in types] + overall_columns + ["episodes", "seeds"]
+    header = (["Method"] + [TASK_TYPE_LABELS.get(t, t or "-") for t in types] + overall_columns
+              + ["from", "episodes", "seeds"])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for _, rows in part.groupby("method", sort=False):
         cell = dict(zip(rows["task_type"], rows["success_rate"]))
@@ -115,8 +122,27 @@ def paper_table(table: pd.DataFrame, env: str, split: str) -> str:
         values = [_percent(cell.get(t, float("nan"))) for t in types]
         values += [_percent(overall["score"])] if scored else []
         values.append(_percent(overall["success_rate"]))
-        lines.append("| " + " | ".join([str(rows["label"].iloc[0]), *values, str(overall["episodes"]),
-                                         str(overall["seeds"])]) + " |")
+        lines.append("| " + " | ".join([str(rows["label"].iloc[0]), *values, _start(str(rows["method"].iloc[0])),
+                                         str(overall["episodes"]), str(overall["seeds"])]) + " |")
+    return "\n".join(lines)
+
+
+def _start(method: str) -> str:
+    return METHODS.get(method).start if method in METHODS else "?"
+
+
+def ablation_table(table: pd.DataFrame, env: str, split: str) -> str | None:
+    """The paper's Table 2 for one (env, split): SEED and each of its ablations (``ABLATIONS``) that was evaluated,
+    with success (%) and its drop against SEED in points; None without SEED or without any ablation."""
+    part = table[(table["env"] == env) & (table["split"] == split) & (table["task_type"] == "all")]
+    success = dict(zip(part["method"], part["success_rate"]))
+    rows = [m for m in ABLATIONS if m in success]
+    if ABLATIONS[0] not in success or len(rows) < 2:
+        return None
+    lines = ["| Row | Success | drop vs SEED | from |", "|---|---|---|---|"]
+    for method in rows:
+        drop = "-" if method == ABLATIONS[0] else f"{100 * (success[ABLATIONS[0]] - success[method]):+.1f}"
+        lines.append(f"| {label(method)} | {_percent(success[method])} | {drop} | {_start(method)} |")
     return "\n".join(lines)
 
 
@@ -128,13 +154,17 @@ def render_markdown(table: pd.DataFrame, cfg: SeedConfig) -> str:
         f"Small-scale run of this repository (model `{cfg.model.path}`, {cfg.rl.rounds} RL rounds x "
         f"{cfg.rl.tasks_per_round} tasks x group {cfg.rl.group_size}, annotator `{cfg.annotate.client}`). "
         "These numbers show the pipeline works end to end; they are not the paper's results, which need "
-        "the paper presets (presets/) on GPUs.",
+        "the paper presets (presets/) on GPUs. Column `from`: the checkpoint a row was trained from (base = the "
+        "base model, SFT = the Stage-1 checkpoint), as in the paper.",
     ]
     for (env, split), part in table.groupby(["env", "split"], sort=False):
         out += ["", f"## {env} / {split}", ""]
         if part["score"].notna().any():
             out += [SCORE_NOTE, ""]
         out.append(paper_table(table, env, split))
+        ablations = ablation_table(table, env, split)
+        if ablations:
+            out += ["", f"### Ablations (paper Table 2): {env} / {split}", "", ABLATION_NOTE, "", ablations]
     return "\n".join(out) + "\n"
 
 

@@ -111,6 +111,10 @@ def test_seed_run_with_any_algorithm_resolves_and_gets_its_stages(dvc_project: P
         assert PATHS.checkpoint(method).as_posix() in deps and "data/annotate/static_skills" in deps, method
         assert stages[f"evaluate@{method}"].cmd == f"python -m flows.evaluate --method {method}"
     assert stages[f"rl@{algorithm}"].cmd == f"python -m flows.rl --algorithm {algorithm}"
+    for name in rl_algorithms(cfg):  # each run starts where the registry says (Algorithm.init)
+        deps = {d.def_path for d in stages[f"rl@{name}"].deps}
+        start = PATHS.init(name).as_posix() if name != algorithm else "data/sft/checkpoint"  # the chosen: both
+        assert start in deps and ({"data/models/base", "data/sft/checkpoint"} - {start}).isdisjoint(deps), (name, deps)
     report = {d.def_path for d in stages["report"].deps}
     assert {f"data/eval/{m}/episodes.parquet" for m in eval_methods(cfg)} <= report
     assert {f"data/rl/{a}/curve.csv" for a in rl_algorithms(cfg)} <= report

@@ -11,7 +11,8 @@ import pytest
 from seed_core.config import SeedConfig
 from seed_core.io import write_records
 from seed_core.loader import with_overrides
-from seed_core.stages.report import SCORE_NOTE, paper_table, run_report, summarize, load_episodes
+from seed_core.stages.report import (ABLATION_NOTE, SCORE_NOTE, ablation_table, load_episodes, paper_table,
+                                     render_markdown, run_report, summarize)
 from seed_core.types import EvalRecord
 
 
@@ -58,9 +59,9 @@ def test_paper_table_uses_paper_columns_and_method_order(run_dirs) -> None:
     table = summarize(load_episodes({"seed": run_dirs[0]["seed"], "grpo": run_dirs[0]["grpo"]}))
     md = paper_table(table, "alfworld", "valid_seen")
     lines = md.splitlines()
-    assert lines[0] == "| Method | Pick | Look | Avg | episodes | seeds |"
-    assert lines[2] == "| GRPO | 50.0 | 0.0 | 33.3 | 3 | 3 |"  # grpo before seed whatever the input order
-    assert lines[3] == "| SEED | 100.0 | 100.0 | 100.0 | 3 | 3 |"
+    assert lines[0] == "| Method | Pick | Look | Avg | from | episodes | seeds |"
+    assert lines[2] == "| GRPO | 50.0 | 0.0 | 33.3 | base | 3 | 3 |"  # grpo before seed whatever the input order
+    assert lines[3] == "| SEED | 100.0 | 100.0 | 100.0 | SFT | 3 | 3 |"  # from: Algorithm.init
 
 
 def test_a_single_task_type_gets_only_the_avg_column(tmp_path: Path) -> None:
@@ -69,8 +70,8 @@ def test_a_single_task_type_gets_only_the_avg_column(tmp_path: Path) -> None:
             for i in range(4)]
     write_records(rows, tmp_path / "episodes.parquet", EvalRecord)
     md = paper_table(summarize(load_episodes({"grpo": tmp_path})), "sokoban", "test").splitlines()
-    assert md[0] == "| Method | Avg | episodes | seeds |"
-    assert md[2] == "| GRPO | 25.0 | 4 | 4 |"
+    assert md[0] == "| Method | Avg | from | episodes | seeds |"
+    assert md[2] == "| GRPO | 25.0 | base | 4 | 4 |"
 
 
 def test_run_report_writes_table_and_curves(run_dirs, tmp_path: Path) -> None:
@@ -158,11 +159,11 @@ def test_webshop_rows_show_score_and_success_and_sokoban_rows_no_score(tmp_path:
     md = (out / "table.md").read_text()
     webshop = md.split("## webshop / test\n\n")[1].split("\n\n## ")[0].splitlines()
     assert webshop[0] == SCORE_NOTE
-    assert webshop[2] == "| Method | beauty | electronics | Score | Succ | episodes | seeds |"
-    assert webshop[4] == "| Vanilla | 0.0 | 100.0 | - | 50.0 | 2 | 2 |"
-    assert webshop[5] == "| GRPO | 0.0 | 50.0 | 50.0 | 25.0 | 4 | 4 |"
+    assert webshop[2] == "| Method | beauty | electronics | Score | Succ | from | episodes | seeds |"
+    assert webshop[4] == "| Vanilla | 0.0 | 100.0 | - | 50.0 | - | 2 | 2 |"
+    assert webshop[5] == "| GRPO | 0.0 | 50.0 | 50.0 | 25.0 | base | 4 | 4 |"
     sokoban = md.split("## sokoban / test\n\n")[1].splitlines()
-    assert sokoban[0] == "| Method | Avg | episodes | seeds |" and sokoban[2] == "| GRPO | 50.0 | 2 | 2 |"
+    assert sokoban[0] == "| Method | Avg | from | episodes | seeds |" and sokoban[2] == "| GRPO | 50.0 | base | 2 | 2 |"
     csv = pd.read_csv(out / "table.csv").set_index(["method", "env", "task_type"])
     assert csv.loc[("grpo", "webshop", "all"), "score"] == pytest.approx(0.5)
     assert csv.loc[("grpo", "webshop", "electronics"), "score"] == pytest.approx(0.875)
@@ -192,7 +193,7 @@ def test_rows_follow_the_paper_order_and_labels_and_star_rows_follow_their_polic
     assert [line.split(" | ")[0][2:] for line in lines] == [
         "Vanilla", "Skill-Prompt*", "SFT", "OPSD", "GRPO", "Skill-GRPO", "Skill-GRPO*", "GRPO+OPSD", "Skill-SD",
         "RLSD", "SDAR", "OPID", "OPID (self-analysis)", "SEED-static", "SEED", "mine"]
-    assert lines[5:7] == ["| Skill-GRPO | 50.0 | 2 | 2 |", "| Skill-GRPO* | 100.0 | 2 | 2 |"]  # j = 5, 6
+    assert lines[5:7] == ["| Skill-GRPO | 50.0 | base | 2 | 2 |", "| Skill-GRPO* | 100.0 | base | 2 | 2 |"]  # j = 5, 6
     assert list(table[table["task_type"] == "all"]["method"]) == keys  # the CSV keeps the keys
 
 
@@ -207,3 +208,37 @@ def test_extra_star_episodes_get_their_own_row_and_never_change_the_methods(tmp_
     assert overall["success_rate"].to_dict() == {"grpo": 0.25, "grpo_star": 0.75, "skill_grpo_star": 0.5}
     assert overall["label"].to_dict() == {"grpo": "GRPO", "grpo_star": "GRPO*", "skill_grpo_star": "Skill-GRPO*"}
     assert list(overall["episodes"]) == [4, 4, 2]
+
+
+def test_the_ablation_table_gives_each_row_its_drop_against_seed_and_its_start(tmp_path: Path) -> None:
+    """The paper's Table 2: SEED 3/4, w/o SFT 2/4 (from base), w/o OPD 1/4 (from SFT); GRPO is not an ablation row."""
+    wins = {"seed": [True, True, True, False], "seed_no_sft": [True, True, False, False],
+            "seed_no_opd": [True, False, False, False], "grpo": [False] * 4}
+    dirs = {}
+    for key, won in wins.items():
+        dirs[key] = tmp_path / key
+        write_records(_sokoban(key, won), dirs[key] / "episodes.parquet", EvalRecord)
+    table = summarize(load_episodes(dirs))
+    assert ablation_table(table, "sokoban", "test").splitlines() == [
+        "| Row | Success | drop vs SEED | from |", "|---|---|---|---|",
+        "| SEED | 75.0 | - | SFT |",
+        "| SEED w/o hindsight-skill SFT | 50.0 | +25.0 | base |",
+        "| SEED w/o self-evolving OPD | 25.0 | +50.0 | SFT |"]
+    assert ablation_table(summarize(load_episodes({"grpo": dirs["grpo"], "seed": dirs["seed"]})),
+                          "sokoban", "test") is None  # no ablation row: no table
+    md = render_markdown(table, SeedConfig())
+    assert "### Ablations (paper Table 2): sokoban / test" in md and ABLATION_NOTE in md
+
+
+def test_the_sweep_report_renders_the_ablations_with_paired_cis() -> None:
+    from seed_core.sweep_report import render_sweep_table
+
+    per_seed = {"seed": [0.5, 0.6, 0.7], "seed_no_opd": [0.4, 0.4, 0.6]}
+    summary = {"setting": {"seeds": [0, 1, 2]},
+               "methods": {m: {"per_seed": v, "mean": sum(v) / 3, "ci95": [min(v), max(v)], "iqm": sum(v) / 3, "n": 3}
+                           for m, v in per_seed.items()},
+               "comparisons": {"seed-seed_no_opd": {"mean_diff": 0.1333, "ci95": [0.1, 0.2], "prob_improvement": 0.89,
+                                                    "prob_improvement_ci95": [0.5, 1.0]}}}
+    md = render_sweep_table(summary)
+    assert "| SEED | 60.0 | - | - | - |" in md
+    assert "| SEED w/o self-evolving OPD | 46.7 | +13.3 | [+10.0, +20.0] | 0.89 |" in md
