@@ -64,6 +64,11 @@ def test_seed_run_reproduces_every_stage_and_prints_the_table(project, first_run
     assert {"prepare_model", "collect", "annotate", "sft", "rl@seed", "evaluate@vanilla", "evaluate@seed_star",
             "report"} <= set(lock)
     assert (root / "reports" / "curve_success.png").is_file()
+    starts = {name: {d["path"] for d in lock[name]["deps"]} & {"data/models/base", "data/sft/checkpoint"}
+              for name in lock if name.startswith("rl@")}
+    assert starts["rl@grpo"] == starts["rl@seed_no_sft"] == {"data/models/base"}  # the paper's baseline block
+    assert starts["rl@seed"] == starts["rl@seed_no_opd"] == {"data/sft/checkpoint"}  # Algorithm.init = sft
+    assert "### Ablations (paper Table 2)" in (root / "reports" / "table.md").read_text()
 
 
 def test_second_dvc_repro_is_a_no_op(project, first_run) -> None:
