@@ -47,10 +47,13 @@ def parse_methods(text: str) -> list[str]:
 
 @contextlib.contextmanager
 def pipeline_errors() -> Iterator[None]:
-    """A bad config exits 2 with its message; a failed DVC command exits with its code (no traceback)."""
+    """A bad config or a busy workspace (``seed_app.workspace``) exits 2 with its message; a failed DVC command exits
+    with its code (no traceback)."""
+    from seed_app.workspace import Busy
+
     try:
         yield
-    except ConfigError as err:
+    except (ConfigError, Busy) as err:
         typer.echo(f"seed: {err}", err=True)
         raise typer.Exit(2) from None
     except subprocess.CalledProcessError as err:
@@ -76,19 +79,26 @@ def up_to_date(root: Path, targets: tuple[str, ...] = ("dvc.yaml",)) -> bool:
 def run(preset: Annotated[Optional[Path], typer.Option(help="a params file from presets/ (an experiment)")] = None,
         set_: Annotated[Optional[list[str]], typer.Option("--set", "-S", help="KEY=VALUE (an experiment)")] = None,
         name: Annotated[Optional[str], typer.Option(help="DVC experiment name")] = None) -> None:
-    """Run the whole pipeline through DVC (only stale stages rerun), then print the table and the UI links."""
+    """Run the whole pipeline through DVC (only stale stages rerun), then print the table and the UI links. A run
+    holds the workspace (``seed_app.workspace``) before it writes params.yaml or starts a server; a second one
+    exits 2 at once naming it (``workspace.check`` first). The "every stage is up to date" path only reads, and
+    takes no lock."""
+    from seed_app import workspace
+
     timing.mark("cli_run")
     overrides = parse_overrides(set_ or [])
     with pipeline_errors():
+        workspace.check()  # read-only, at once: not after the config load (~1 s) or DVC's lock wait (3 s)
         loader.load_config(preset or project_root() / "params.yaml", overrides or None)  # stop before any server starts
         links = None  # nothing stale: no run, so no links
         if not (preset or overrides or name) and up_to_date(project_root()):
             typer.echo("seed: every stage is up to date (dvc status), nothing to run; no new MLflow or Prefect run "
                        "is recorded (the runs that made these outputs hold them). The table:")
         else:
-            from seed_app.dvc_run import run_in_flow
+            with workspace.hold():  # before params.yaml is written, a server starts or Prefect is imported
+                from seed_app.dvc_run import run_in_flow
 
-            links = run_in_flow(preset, overrides, name).links
+                links = run_in_flow(preset, overrides, name).links
     table()
     from flows.results import reference_verdict
 
@@ -122,15 +132,20 @@ def sweep(seeds: Annotated[int, typer.Option(min=1, help="seeds 0..N-1, one DVC 
           preset: Annotated[Optional[Path], typer.Option(help="a params file from presets/")] = None,
           set_: Annotated[Optional[list[str]], typer.Option("--set", "-S", help="KEY=VALUE")] = None) -> None:
     """The methods table over seeds (sweep/dvc.yaml): mean ± 95% CI, IQM, P(SEED > GRPO); finished cells are
-    reused, so a killed sweep reruns only the missing ones."""
-    from seed_app.dvc_run import run_pipeline
+    reused, so a killed sweep reruns only the missing ones. It holds the workspace (``seed_app.workspace``)."""
+    from seed_app import workspace
+
     overrides = parse_overrides(set_ or [])
+    with pipeline_errors():
+        workspace.check()  # read-only, at once: not after the config load (~1 s)
     current = loader.load_config(preset or project_root() / "params.yaml")
     if list(range(seeds)) != current.sweep.seeds:
         overrides["sweep.seeds"] = list(range(seeds))
     if methods and parse_methods(methods) != current.sweep.methods:
         overrides["sweep.methods"] = parse_methods(methods)
-    with pipeline_errors():
+    with pipeline_errors(), workspace.hold():  # before params.yaml is written, a server starts or Prefect is imported
+        from seed_app.dvc_run import run_pipeline
+
         run_pipeline(preset, overrides, targets=("sweep/dvc.yaml",), run_name="sweep", summary=sweep_metrics,
                      artifacts=("params.yaml", "sweep/dvc.lock", f"{SWEEP_DIR}/table.md",
                                 f"{SWEEP_DIR}/learning.json", f"{SWEEP_DIR}/curve_success.png"), reports=None)
@@ -140,10 +155,15 @@ def sweep(seeds: Annotated[int, typer.Option(min=1, help="seeds 0..N-1, one DVC 
 @app.command()
 def stage(name: Annotated[str, typer.Argument(help="a dvc.yaml stage: prepare_model, collect, annotate, sft, "
                                                     "rl@<algorithm>, evaluate@<method>, report")]) -> None:
-    """Run one DVC stage (its inputs must be up to date; `seed run` runs what is stale)."""
-    from seed_app.dvc_run import stage_env
+    """Run one DVC stage (its inputs must be up to date; `seed run` runs what is stale), holding the workspace
+    (``seed_app.workspace``; dvc inherits the lock)."""
+    from seed_app import workspace
 
-    code = subprocess.run(["dvc", "repro", "--single-item", name], cwd=project_root(), env=stage_env(None)).returncode
+    with pipeline_errors(), workspace.hold():
+        from seed_app.dvc_run import stage_env
+
+        code = subprocess.run(["dvc", "repro", "--single-item", name], cwd=project_root(), env=stage_env(None),
+                              pass_fds=workspace.inherited_fds()).returncode
     raise typer.Exit(code)
 
 
@@ -191,7 +211,8 @@ def ui(prefect_port: int = 4200, mlflow_port: int = 5000,
 
 @app.command()
 def serve() -> None:
-    """Serve the `seed-pipeline/ui` deployment (trigger and schedule runs from the Prefect UI)."""
+    """Serve the `seed-pipeline/ui` deployment (trigger and schedule runs from the Prefect UI). Each run holds the
+    workspace (``seed_app.workspace``) like `seed run`; one that finds it in use fails naming the holder."""
     from flows.servers import healthy
     from seed_app.dvc_run import serve_deployment
 

@@ -27,6 +27,7 @@ from prefect.runtime import flow_run
 from flows.common import (PARENT_RUN_VAR, PIPELINE_FLOW_RUN_VAR, add_flow_run_tags, eval_methods, flow_run_settings,
                           pipeline_tag)
 from flows import results, servers
+from seed_app import workspace
 from seed_app.services import QUIET_ENV, pipeline_servers
 from seed_core import timing
 from seed_core.config import project_root
@@ -79,6 +80,7 @@ class PipelineRun:
     links: dict[str, str] = field(default_factory=dict)
 
 
+@workspace.exclusive
 def run_pipeline(preset: Path | None = None, overrides: dict[str, Any] | None = None, name: str | None = None,
                  experiment: bool = False, tags: dict[str, Any] | None = None, targets: tuple[str, ...] = (),
                  run_name: str = "pipeline", summary: Callable[[Path, Any], dict[str, float]] | None = None,
@@ -88,7 +90,8 @@ def run_pipeline(preset: Path | None = None, overrides: dict[str, Any] | None = 
     root pipeline) under a parent run named ``run_name`` that gets ``summary(root, cfg)`` (default: every
     method's final metrics), the ``artifacts`` (paths relative to the project) and, from ``reports``, the
     results table, curves and headline metrics (``flows.results``; also as Prefect artifacts when this
-    runs inside a flow run)."""
+    runs inside a flow run). It holds the workspace from its first line (``seed_app.workspace``; a busy one raises
+    ``workspace.Busy``), before ``params.yaml`` is read or written, and ``dvc`` inherits the lock."""
     overrides = overrides or {}
     root = project_root()
     params = root / "params.yaml"
@@ -108,7 +111,8 @@ def run_pipeline(preset: Path | None = None, overrides: dict[str, Any] | None = 
                 env[PIPELINE_FLOW_RUN_VAR] = flow_run.id
             try:
                 timing.mark("dvc_start")
-                subprocess.run(cmd, cwd=root, env=env, check=True)  # stage processes fork from the warm server
+                # stage processes fork from the warm server; dvc holds the workspace too (pass_fds)
+                subprocess.run(cmd, cwd=root, env=env, check=True, pass_fds=workspace.inherited_fds())
                 timing.mark("dvc_end")
             finally:
                 if flow_run.id:  # also after a failed stage: the link to its logs matters most then
@@ -157,10 +161,12 @@ def pipeline_run_flow(preset: Path | None = None, overrides: dict[str, Any] | No
     return run_pipeline(preset, overrides or {}, name)
 
 
+@workspace.exclusive
 def run_in_flow(preset: Path | None = None, overrides: dict[str, Any] | None = None,
                 name: str | None = None) -> PipelineRun:
     """``pipeline_run_flow`` against ``pipeline_servers()`` (``seed ui``'s servers, else temporary ones on the
-    project's databases), so the pipeline run and its stages stay in the Prefect and MLflow history."""
+    project's databases), so the pipeline run and its stages stay in the Prefect and MLflow history; the workspace
+    is held (``seed_app.workspace``) before any server starts."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     with pipeline_servers() as (url, _), temporary_settings({PREFECT_API_URL: url, **flow_run_settings()}):

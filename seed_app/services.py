@@ -129,10 +129,30 @@ def init_stores() -> dict[str, float]:
     return {name: future.result() for name, future in futures.items()}
 
 
-PREFECT_RUN, MLFLOW_RUN = f"prefect{servers.TEMPORARY_SUFFIX}", f"mlflow{servers.TEMPORARY_SUFFIX}"
-"""Names of a pipeline run's temporary servers (``.tmp/ui/<name>.{pid,url,log}``)."""
-STAGES_RUN = f"stages{servers.TEMPORARY_SUFFIX}"
-"""Name of a pipeline run's warm stage server (``flows.warm``; ``.tmp/ui/stages-run.{pid,log}``)."""
+def run_name(server: str, pid: int | None = None) -> str:
+    """``<server>-<pid>-run``: the name (``.tmp/ui/<name>.{pid,url,log}``) of pipeline run ``pid``'s (default:
+    this process's) temporary ``server`` (``prefect``, ``mlflow``, ``stages``: the warm stage server). The rule:
+    each run's files carry its PID, so a run never overwrites ``seed ui``'s (``prefect.pid``, ``mlflow.pid``) or
+    another run's, and stops exactly the servers it started (``stop_all`` reads only its own PID files)."""
+    return f"{server}-{os.getpid() if pid is None else pid}{servers.TEMPORARY_SUFFIX}"
+
+
+def prune_run_logs() -> list[Path]:
+    """Delete the server logs of pipeline runs that have ended (``.tmp/ui/<server>-<pid>-run.log`` whose process
+    ``<pid>`` is gone and left no PID file): each run's logs stay until the next run starts. A run that was
+    killed keeps its PID files and logs (its servers may still be up: ``seed ui --stop`` does not touch them).
+    Returns the deleted files."""
+    import psutil
+
+    pruned = []
+    for log in servers.ui_dir().glob(f"*-*{servers.TEMPORARY_SUFFIX}.log"):
+        pid = log.name.removesuffix(f"{servers.TEMPORARY_SUFFIX}.log").rsplit("-", 1)[-1]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)) and not log.with_suffix(".pid").exists():
+            log.unlink(missing_ok=True)
+            pruned.append(log)
+    return pruned
+
+
 TEMPORARY_PREFECT_ENV = {"PREFECT_SERVER_REGISTER_BLOCKS_ON_START": "false",
                          "PREFECT_SERVER_MEMOIZE_BLOCK_AUTO_REGISTRATION": "false"}
 """A pipeline run's temporary Prefect server skips registering block types (seed uses none; 1.0-1.2 s of its
@@ -153,7 +173,9 @@ def pipeline_servers() -> Iterator[tuple[str, str]]:
     overlap: the stage server imports torch, Prefect and MLflow while the Prefect server migrates its
     database) and stop together afterwards. Inside, ``$MLFLOW_TRACKING_URI`` names the MLflow server and
     ``$SEED_STAGE_SERVER`` the stage server's socket, so the parent run and every stage process use them; a
-    nested call (``seed run``'s pipeline flow calls ``run_pipeline``) starts nothing new.
+    nested call (``seed run``'s pipeline flow calls ``run_pipeline``) starts nothing new. Their PID, URL and log
+    files are this run's own (``run_name``: ``.tmp/ui/<server>-<pid>-run.*``), never ``seed ui``'s or another
+    run's, and only the servers this call started are stopped.
 
     Why servers: without Prefect's, every stage process would start its own temporary one (~10 s each, and
     concurrent first starts race on the database: stack-notes pitfall 6). Without MLflow's, every stage
@@ -163,24 +185,26 @@ def pipeline_servers() -> Iterator[tuple[str, str]]:
     prefect_ui, mlflow_ui = servers.ui_url("prefect"), servers.ui_url("mlflow")
     prefect = configured_prefect_api() or (f"{prefect_ui}/api" if prefect_ui else None)
     mlflow = configured_mlflow() or mlflow_ui
+    prefect_run = run_name("prefect")
     temporary: dict[str, tuple[list[str], str, str]] = {}  # name -> (command, health URL, base URL)
     if prefect is None:
-        temporary[PREFECT_RUN] = servers.prefect_server()
-        prefect = f"{temporary[PREFECT_RUN][2]}/api"
+        temporary[prefect_run] = servers.prefect_server()
+        prefect = f"{temporary[prefect_run][2]}/api"
     if mlflow is None:
-        temporary[MLFLOW_RUN] = mlflow_server(servers.free_port())
-        mlflow = temporary[MLFLOW_RUN][2]
+        temporary[run_name("mlflow")] = mlflow_server(servers.free_port())
+        mlflow = temporary[run_name("mlflow")][2]
+    prune_run_logs()
     started: list[tuple[str, subprocess.Popen[bytes]]] = []
     saved = {var: os.environ.get(var) for var in ("MLFLOW_TRACKING_URI", warm.SOCKET_VAR)}
     socket_dir = None
     try:
         for name, (command, health, _) in temporary.items():
-            env = {**TEMPORARY_PREFECT_ENV, **os.environ} if name == PREFECT_RUN else None
+            env = {**TEMPORARY_PREFECT_ENV, **os.environ} if name == prefect_run else None
             started.append((name, servers.spawn(name, command, health, env=env)))
         if not os.environ.get(warm.SOCKET_VAR):
             socket_dir = Path(tempfile.mkdtemp(prefix="seed-stages-"))
             env = {**QUIET_ENV, **os.environ, "PREFECT_API_URL": prefect, "MLFLOW_TRACKING_URI": mlflow}
-            started.append((STAGES_RUN, stage_server(socket_dir / "server.sock", env)))
+            started.append((run_name("stages"), stage_server(socket_dir / "server.sock", env)))
             os.environ[warm.SOCKET_VAR] = str(socket_dir / "server.sock")
         for name, proc in started:
             if name in temporary:
@@ -195,7 +219,7 @@ def pipeline_servers() -> Iterator[tuple[str, str]]:
                 os.environ.pop(var, None)
             else:
                 os.environ[var] = value
-        if PREFECT_RUN in temporary and "prefect" in sys.modules:
+        if prefect_run in temporary and "prefect" in sys.modules:
             flush_prefect_workers()
         servers.stop_all(started[::-1])
         for name in temporary:
@@ -217,7 +241,7 @@ def flush_prefect_workers(timeout_s: float = 15.0) -> None:
 
 def stage_server(path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """Start a warm stage server (``flows.warm``) listening on ``path`` (in a private, 0700 directory) with the
-    stage processes' environment, its PID and log beside the other servers' (``STAGES_RUN``). It listens before
-    it imports (~4 s), so a stage that comes early waits for it rather than importing on its own."""
-    return servers.spawn(STAGES_RUN, [sys.executable, "-m", "flows.warm", "--serve", str(path)], env=env,
+    stage processes' environment, its PID and log beside the other servers' (``run_name("stages")``). It listens
+    before it imports (~4 s), so a stage that comes early waits for it rather than importing on its own."""
+    return servers.spawn(run_name("stages"), [sys.executable, "-m", "flows.warm", "--serve", str(path)], env=env,
                          cwd=project_root())

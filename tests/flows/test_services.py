@@ -117,7 +117,7 @@ def test_pipeline_runs_use_the_configured_servers_else_seed_ui(monkeypatch: pyte
     spawn = flows_servers.spawn
 
     def no_start(name: str, *args: object, **kwargs: object) -> object:
-        if name != services.STAGES_RUN:  # the run's warm stage server starts whichever servers it uses
+        if name != services.run_name("stages"):  # the run's warm stage server starts whichever servers it uses
             raise AssertionError("no server may start")
         return spawn(name, *args, **kwargs)
 
@@ -160,7 +160,8 @@ def test_a_pipeline_run_without_servers_gets_temporary_ones_side_by_side_that_st
 
     store = tmp_stores(monkeypatch, tmp_path)
     with services.pipeline_servers() as (prefect, uri):
-        pids = {name: int((tmp_path / f"{name}.pid").read_text()) for name in ("prefect-run", "mlflow-run", "stages-run")}
+        names = {server: services.run_name(server) for server in ("prefect", "mlflow", "stages")}  # this run's own
+        pids = {server: int((tmp_path / f"{name}.pid").read_text()) for server, name in names.items()}
         assert flows_servers.healthy(f"{prefect}/health") and flows_servers.healthy(f"{uri}/health")
         assert os.environ["MLFLOW_TRACKING_URI"] == uri and uri.startswith("http://127.0.0.1:")
         assert mlflow_ui() is None  # no "MLflow run" link to a server that stops with the run
@@ -170,7 +171,7 @@ def test_a_pipeline_run_without_servers_gets_temporary_ones_side_by_side_that_st
         monkeypatch.setattr(services, "configured_prefect_api", lambda: prefect)  # as in the pipeline flow's settings
         with services.pipeline_servers() as inner:  # `seed run`'s pipeline flow calling run_pipeline
             assert inner == (prefect, uri) and os.environ[warm.SOCKET_VAR] == socket_path
-            assert int((tmp_path / "stages-run.pid").read_text()) == pids["stages-run"]  # nothing new started
+            assert int((tmp_path / f"{names['stages']}.pid").read_text()) == pids["stages"]  # nothing new started
         assert os.environ[warm.SOCKET_VAR] == socket_path
     assert "MLFLOW_TRACKING_URI" not in os.environ and warm.SOCKET_VAR not in os.environ
     assert not Path(socket_path).parent.exists()
