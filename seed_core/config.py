@@ -344,6 +344,11 @@ class RLConfig(Section):
     the newest one); 0 = only the last round. The last round always does (raising ``rl.rounds`` continues
     from it); other rounds hand the model to the next in memory and write nothing, and older round checkpoints
     are deleted once a newer resume point exists."""
+    max_sampling_logp_diff: float = Field(0.1, ge=0.0)
+    """Weight-sync check: a round fails (stale engine weights) when ``rollout/sampling_logp_diff_mean``, the mean
+    |engine log-prob - trainer log-prob under theta_old| of the sampled tokens, exceeds this; 0 = off. fp32 hf
+    measures ~1e-7 and bf16 engines ~0.01-0.02 (TRL #5312: stale weights 0.2). Checked at rollout temperature 1
+    without top-k/top-p only (the engines report log-probs after them)."""
 
 
 class TestbedConfig(Section):

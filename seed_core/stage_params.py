@@ -20,11 +20,12 @@ from __future__ import annotations
 from typing import Any
 
 NOT_RESULTS = ("tracking", "project.data_dir", "project.preset", "sweep", "rl.save_every", "annotate.concurrency",
-               "annotate.fail_fast_after", "annotate.min_ok_fraction")
+               "annotate.fail_fast_after", "annotate.min_ok_fraction", "rl.max_sampling_logp_diff")
 """Keys stages read that change no output: where runs are logged (``tracking``), the output root (fixed by
 dvc.yaml's paths), the preset label (MLflow tag; the report, which prints it, lists it), the sweep (its own
-DAG: sweep/dvc.yaml), how often RL writes resume points, and how Stage 1 paces or gives up on its calls
-(parallelism; stop early / fail below a share: a run that passes wrote the same outputs)."""
+DAG: sweep/dvc.yaml), how often RL writes resume points, how Stage 1 paces or gives up on its calls
+(parallelism; stop early / fail below a share: a run that passes wrote the same outputs), and the RL
+weight-sync check's limit (it fails a round; a round that passes is the same)."""
 
 _RUN_MODEL = ("model.dtype", "model.device", "model.chat_template_kwargs")
 _TRAIN_MODEL = (*_RUN_MODEL, "model.gradient_checkpointing", "model.mixed_precision", "model.lora_rank",

@@ -106,6 +106,36 @@ def _prune_checkpoints(out_dir: Path, round_idx: int) -> None:
             shutil.rmtree(weights, ignore_errors=True)
 
 
+class StaleEngineWeightsError(RuntimeError):
+    """The generation engine sampled from other weights than the ones being trained (``check_weight_sync``)."""
+
+
+DIFF_MEAN, DIFF_MAX = "rollout/sampling_logp_diff_mean", "rollout/sampling_logp_diff_max"
+"""The weight-sync monitor (``seed_core.trainer.rl_step.sampling_logp_diff``), in curve.csv and MLflow."""
+
+
+def check_weight_sync(cfg: SeedConfig, metrics: dict[str, float], round_idx: int) -> None:
+    """Raise ``StaleEngineWeightsError`` when the round's mean |engine log-prob - trainer log-prob under
+    theta_old| exceeds ``rl.max_sampling_logp_diff`` (0: off; non-finite fails too). Checked only where the engine
+    reports the trainer's distribution: rollout temperature 1, no top-k / top-p (its log-probs come after them)."""
+    limit, gen = cfg.rl.max_sampling_logp_diff, cfg.generation
+    value = metrics.get(DIFF_MEAN)
+    if limit <= 0 or value is None or value <= limit:
+        return
+    if gen.temperature != 1.0 or gen.top_p < 1.0 or gen.top_k > 0:
+        log.warning("rl round %d: %s = %.4g not checked (rollouts at temperature %s, top_p %s, top_k %s: the engine's "
+                    "log-probs are not the trainer's)", round_idx, DIFF_MEAN, value, gen.temperature, gen.top_p, gen.top_k)
+        return
+    fix = ("the vLLM engine did not load the policy's current weights: check the reload in its log (a "
+           "generation.vllm.base_url server must run with VLLM_SERVER_DEV_MODE=1) or restart it"
+           if gen.backend == "vllm" else f"the {gen.backend} backend does not generate with the policy being trained")
+    raise StaleEngineWeightsError(
+        f"round {round_idx}: stale engine weights: the {gen.backend} engine's log-probs of its sampled tokens differ "
+        f"from the trainer's under theta_old by {value:.4g} per token (max {metrics.get(DIFF_MAX, value):.4g}; "
+        f"{DIFF_MEAN} > rl.max_sampling_logp_diff = {limit:g}); {fix}; for a lower-precision engine alone, raise "
+        "rl.max_sampling_logp_diff")
+
+
 def run_rl_round(
     cfg: SeedConfig,
     round_idx: int,
@@ -210,7 +240,9 @@ def run_rl_round(
     annotations: list[AnnotationRecord] = []
     t0 = time.perf_counter()
     if algorithm.analyzer is not None:
-        frozen = analyzer_checkpoint or Path(cfg.rl.analyzer_checkpoint or init_checkpoint)
+        frozen = None  # only the ``checkpoint`` analyzer reads rl.analyzer_checkpoint (default: the start)
+        if algorithm.analyzer == "checkpoint":
+            frozen = analyzer_checkpoint or Path(cfg.rl.analyzer_checkpoint or init_checkpoint)
         # ``annotate``: the Stage-1 analyzer (OPID's external LLM; the offline ``oracle`` by default)
         client_name = cfg.annotate.client if algorithm.analyzer == "annotate" else algorithm.analyzer
         client = CLIENTS.get(client_name)(cfg, env=env, backend=backend, checkpoint=frozen)
@@ -232,6 +264,7 @@ def run_rl_round(
     pad_id = policy.tokenizer.pad_token_id
     metrics.update(rl_update(policy.model, optimizer, samples, cfg=cfg.rl, algorithm=algorithm, pad_id=pad_id,
                              ref_model=ref, accelerator=accelerator, seed=seed, step=round_idx))
+    check_weight_sync(cfg, metrics, round_idx)  # before anything of this round is written
     metrics["time/round_s"] = time.perf_counter() - t_start
 
     # every process plays its shard of tasks; the round's records are the union over processes
@@ -325,7 +358,7 @@ def main() -> None:
     args = parser.parse_args()
     cfg = config_from_args(args)
     ckpt = Path(args.analyzer_checkpoint) if args.analyzer_checkpoint else None
-    with stage_errors("rl", DataFileError, StaleRoundsError, ServiceUnavailableError):  # the message says the fix
+    with stage_errors("rl", DataFileError, StaleRoundsError, ServiceUnavailableError, StaleEngineWeightsError):  # the message says the fix
         if args.round is not None:
             print(run_rl_round(cfg, args.round, Path(args.init), Path(args.out), ckpt))
         else:

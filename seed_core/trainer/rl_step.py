@@ -9,6 +9,12 @@ The teacher log-probs are the *pre-update* policy scoring the *same response ids
 skill-augmented prompt; they are computed in the same no-grad pass as the old log-probs (one
 length-sorted scoring run over ordinary + augmented sequences). Samples of trajectories whose skill
 failed to parse carry ``teacher_mask = 0`` and get no distillation signal.
+
+Weight-sync monitor (TRL's ``sampling_logp_difference``): ``rollout/sampling_logp_diff_mean`` / ``_max`` are
+the mean and max over response tokens of |the log-prob the generation engine reported for each sampled token
+- the trainer's log-prob of it under theta_old| (the old pass, or the first forward of the single-step update,
+before any optimizer step). Near 0 when the engine samples from the weights being trained (fp32 hf: ~1e-7);
+large when it serves stale weights (``seed_core.stages.rl.check_weight_sync``).
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ class RLSamples:
     scores: torch.Tensor  # (N,) episode return minus the invalid-format penalty
     success: torch.Tensor | None = None
     """(N,) bool: the step's episode was won (splits the teacher-gap monitor by outcome); None = unknown."""
+    sampling_logprobs: list[list[float]] | None = None
+    """The engine's log-prob of each sampled response token (``StepRecord.sampling_logprobs``); None = unknown."""
 
     def __len__(self) -> int:
         return len(self.prompt_ids)
@@ -140,10 +148,12 @@ def micro_batch_loss(
     algorithm: Algorithm,
     keep: list[bool] | None = None,
     step: int = 0,
+    old_out: dict[int, torch.Tensor] | None = None,
 ) -> tuple[MicroLoss, dict[str, float]]:
     """``compose_loss`` on the samples ``idx`` with the current weights (``cfg`` = effective RL config).
 
-    Rows with ``keep[i] = False`` are padding: their tokens are masked out of every term.
+    Rows with ``keep[i] = False`` are padding: their tokens are masked out of every term. ``old_out``: where
+    the kept rows' theta_old log-probs go, by sample index (the weight-sync monitor of the single-step update).
     """
     batch = pack_sequences([samples.prompt_ids[i] for i in idx], [samples.response_ids[i] for i in idx], pad_id)
     T = batch.response_ids.shape[1]
@@ -153,6 +163,9 @@ def micro_batch_loss(
     mask = batch.response_mask.to(dev) * row_keep.unsqueeze(1)
     # on-policy shortcut: with one optimizer step per iteration theta == theta_old here, so l_old = sg(l_theta)
     old = pad_rows([scored["old"][i] for i in idx], T).to(dev) if "old" in scored else logprobs.detach()
+    if old_out is not None:
+        old_out.update({i: old[row, :len(samples.response_ids[i])].cpu() for row, i in enumerate(idx)
+                        if row_keep[row] > 0})
     teacher = pad_rows([scored["teacher"][i] for i in idx], T).to(dev)
     tmask = samples.teacher_mask[idx].to(dev) * row_keep  # (B,)
     token_adv = adv[idx].to(dev).unsqueeze(1) * mask  # (B, T): the step's advantage on every response token
@@ -241,6 +254,8 @@ def rl_update(
     )
     timings["time/logprob_passes_s"] = time.perf_counter() - t0
     lengths = [len(p) + len(r) for p, r in zip(samples.prompt_ids, samples.response_ids)]
+    # theta_old for the weight-sync monitor: the old pass, else the single-step update's own first forward
+    old_rows: dict[int, torch.Tensor] | None = dict(enumerate(scored["old"])) if "old" in scored else {}
 
     t1 = time.perf_counter()
     model.train()
@@ -262,7 +277,8 @@ def rl_update(
             share_sum = 0.0
             for rows in micros:
                 part, metrics = micro_batch_loss(model, samples, rows.index, scored, adv, pad_id=pad_id, cfg=cfg,
-                                                 algorithm=algorithm, keep=rows.keep, step=step)
+                                                 algorithm=algorithm, keep=rows.keep, step=step,
+                                                 old_out=None if "old" in scored else old_rows)
                 share = part.global_share(total, total_teacher)
                 scaled = share * comm.world  # DDP / FSDP average the gradients over ranks
                 if accelerator is not None:
@@ -285,6 +301,7 @@ def rl_update(
     timings["time/update_s"] = time.perf_counter() - t1
     out = _mean_over_ranks(comm, sums, n_micro)
     out.update(teacher_gap_by_outcome(out))
+    out.update(sampling_logp_diff(samples, old_rows, comm, pooled="old" in scored))
     out["rl/total_loss"] = sum(losses) / len(losses)
     out["rl/grad_norm"] = sum(grad_norms) / max(len(grad_norms), 1)
     out["rl/optimizer_steps"] = float(len(grad_norms))
@@ -294,6 +311,27 @@ def rl_update(
     out["rl/advantage_abs_mean"] = float(adv.abs().mean())
     out.update(timings)
     return out
+
+
+def sampling_logp_diff(samples: RLSamples, old: dict[int, torch.Tensor], comm: Collective,
+                       pooled: bool = True) -> dict[str, float]:
+    """``rollout/sampling_logp_diff_mean`` / ``_max``: |engine log-prob - theta_old log-prob| over the response
+    tokens of the rows in ``old`` (sample index -> theta_old's log-probs; module docstring). ``pooled``: every
+    rank holds every row; else each holds its own share and the sums are pooled over ranks here. Rows without
+    engine log-probs of the right length are left out; no row at all, no metric."""
+    total, count, worst = 0.0, 0.0, 0.0
+    for i, logp in old.items() if samples.sampling_logprobs is not None else ():
+        sampled = samples.sampling_logprobs[i]
+        if not sampled or len(sampled) != logp.numel():
+            continue
+        diff = (torch.tensor(sampled, dtype=torch.float32) - logp.float()).abs()
+        total, count, worst = total + float(diff.sum()), count + diff.numel(), max(worst, float(diff.max()))
+    if not pooled:
+        parts = comm.gather_lists([(total, count, worst)])
+        total, count, worst = sum(p[0] for p in parts), sum(p[1] for p in parts), max(p[2] for p in parts)
+    if count == 0:
+        return {}
+    return {"rollout/sampling_logp_diff_mean": total / count, "rollout/sampling_logp_diff_max": worst}
 
 
 def _mean_over_ranks(comm: Collective, sums: dict[str, float], count: int) -> dict[str, float]:
@@ -316,6 +354,8 @@ def gather_samples(samples: RLSamples, comm: Collective) -> RLSamples:
         group_ids=[g for s in parts for g in s.group_ids],
         scores=torch.cat([s.scores for s in parts]),
         success=None if any(s.success is None for s in parts) else torch.cat([s.success for s in parts]),
+        sampling_logprobs=None if any(s.sampling_logprobs is None for s in parts)
+        else [lp for s in parts for lp in s.sampling_logprobs],
     )
 
 
@@ -345,4 +385,5 @@ def build_samples(
         group_ids=[r.group_id for r in usable],
         scores=step_scores(returns, valid, penalty) if usable else torch.zeros(0),
         success=torch.tensor([bool(r.success) for r in usable], dtype=torch.bool),
+        sampling_logprobs=[[float(x) for x in r.sampling_logprobs] for r in usable],
     )
