@@ -64,7 +64,7 @@ def stages() -> dict[str, tuple[str, list[str], list[str]]]:
             continue
         body = stage.get("do", stage)
         entry = re.search(r"python -m (\S+)", body["cmd"]).group(1)
-        deps = [d for d in body.get("deps", []) if "${" not in d]
+        deps = [d for d in body.get("deps", []) if "${" not in d or d == params_path(name)]
         params = [p for p in body.get("params", []) if isinstance(p, str)]
         out[name] = (entry, deps, params)
     return out
@@ -85,8 +85,8 @@ def fingerprint_path(stage: str) -> str:
 
 
 def params_path(stage: str) -> str:
-    """The dvc.yaml dep that stands for ``stage``'s params."""
-    return f"data/params/{stage}.yaml"
+    """The dvc.yaml dep that stands for ``stage``'s params (the rl stage's: its algorithm's file)."""
+    return "data/params/rl/${key}.yaml" if stage == PER_ALGORITHM else f"data/params/{stage}.yaml"
 
 
 def fingerprint(entry: str) -> str:
@@ -118,12 +118,12 @@ def _stage_params_module():
     return seed_core.stage_params
 
 
-def params_text(stage: str, params: dict) -> str:
-    """``data/params/<stage>.yaml``: ``<key>: <value>`` for each key ``stage`` reads, its value in ``params``
-    (params.yaml as DVC reads it); a key params.yaml lacks is an error naming it, as DVC's would be."""
+def params_text(stage: str, params: dict, keys: tuple[str, ...] | None = None) -> str:
+    """``data/params/<stage>.yaml``: ``<key>: <value>`` for each key ``stage`` reads (or ``keys``), its value in
+    ``params`` (params.yaml as DVC reads it); a key params.yaml lacks is an error naming it, as DVC's would be."""
     project = _stage_params_module().project
     values = {}
-    for key in stage_params(stage):
+    for key in keys if keys is not None else stage_params(stage):
         try:
             values |= project(params, (key,))
         except (KeyError, TypeError):
@@ -147,11 +147,29 @@ def write_fingerprints(out_dir: Path) -> list[Path]:
     return [_replace(out_dir / f"{name}.sha256", fingerprint(entry)) for name, (entry, _, _) in stages().items()]
 
 
+PER_ALGORITHM = "rl"
+"""The foreach stage whose params file is per item: ``data/params/rl/<algorithm>.yaml`` holds the keys that
+algorithm reads (``seed_core.algorithms.algorithm_keys``), one file per registered algorithm."""
+
+
+def algorithm_params_text(algorithm: str, params: dict) -> str:
+    """``data/params/rl/<algorithm>.yaml``."""
+    from seed_core.algorithms import algorithm_keys
+
+    return params_text(PER_ALGORITHM, params, algorithm_keys(algorithm))
+
+
 def write_params(out_dir: Path, params_file: Path = ROOT / "params.yaml") -> list[Path]:
-    """``<out_dir>/<stage>.yaml`` for every stage, from ``params_file``."""
+    """``<out_dir>/<stage>.yaml`` for every stage, from ``params_file``; for the rl stage one file per registered
+    algorithm, ``<out_dir>/rl/<algorithm>.yaml``."""
+    from seed_core.algorithms import ALGORITHMS
+
     params = yaml.safe_load(params_file.read_text())
-    out_dir.mkdir(parents=True, exist_ok=True)
-    return [_replace(out_dir / f"{name}.yaml", params_text(name, params)) for name in stages()]
+    (out_dir / PER_ALGORITHM).mkdir(parents=True, exist_ok=True)
+    written = [_replace(out_dir / f"{name}.yaml", params_text(name, params)) for name in stages()
+               if name != PER_ALGORITHM]
+    return written + [_replace(out_dir / PER_ALGORITHM / f"{name}.yaml", algorithm_params_text(name, params))
+                      for name in ALGORITHMS.names()]
 
 
 STAGE_LINE = re.compile(r"^  (\w+):\s*(#.*)?$")

@@ -88,6 +88,9 @@ ALGORITHMS: Registry[Algorithm] = Registry("algorithm")
 CHECKPOINT_METHODS = ("vanilla", "sft")
 """Evaluated methods that are a checkpoint, not an RL run: the base model and the Stage-1 checkpoint."""
 
+GATED_LOSS = "gated_opd"
+"""The distillation loss that reads ``rl.gate_beta`` (the others take no gate)."""
+
 HINDSIGHT = "hindsight_after_task_line"
 STATIC = "static_before_chat_template"
 
@@ -122,6 +125,29 @@ PAPER_ORDER = ("vanilla", "sft", "opsd", "grpo", "skill_grpo", "grpo_opsd", "ski
 Skill-GRPO, GRPO+OPSD, Skill-SD, RLSD, SDAR, OPID; then SEED-static, SEED). ``seed_core.methods`` adds the
 "*" rows and the labels; every registered algorithm must be listed (tests/unit/test_methods.py). The ablations
 come last, as the paper's Table 2 (``ABLATIONS``) follows its main table."""
+
+
+def algorithm_parts(algorithm: Algorithm) -> tuple[str, ...]:
+    """The parts of ``algorithm`` that read keys of their own (``seed_core.stage_params.RL_PART_KEYS``)."""
+    analyzer = {"policy": ("self_analyzer",), "checkpoint": ("self_analyzer", "frozen_analyzer"),
+                "annotate": ("stage1_analyzer",)}.get(algorithm.analyzer or "", ())
+    gated = algorithm.distill and dict(algorithm.fixed).get("distill_loss", GATED_LOSS) == GATED_LOSS
+    return (*(("distill",) if algorithm.distill else ()), *(("gate",) if gated else ()),
+            *((algorithm.shaping,) if algorithm.shaping else ()),
+            *analyzer, *(("static_skills",) if algorithm.skill_source == "static" else ()),
+            *(("step_skills",) if algorithm.step_skills else ()))
+
+
+def algorithm_keys(name: str) -> tuple[str, ...]:
+    """The params.yaml keys ``rl@<name>`` reads: ``RL_COMMON`` plus the keys of each of its parts, less the values
+    it fixes itself (``Algorithm.fixed``: GRPO+OPSD's ``rl.gate_beta``), in the rl stage's order. Its params
+    dependency ``data/params/rl/<name>.yaml`` and its resume key hold exactly these."""
+    from seed_core.stage_params import RL_COMMON, RL_PART_KEYS, STAGE_PARAMS
+
+    algorithm = ALGORITHMS.get(name)
+    keys = set(RL_COMMON).union(*(RL_PART_KEYS[part] for part in algorithm_parts(algorithm)))
+    keys -= {f"rl.{field}" for field, _ in algorithm.fixed}
+    return tuple(k for k in STAGE_PARAMS["rl"] if k in keys)
 
 
 def effective_rl(rl: "RLConfig", algorithm: Algorithm) -> "RLConfig":

@@ -9,9 +9,10 @@ import json
 from pathlib import Path
 
 from seed_core import code_closure
+from seed_core.algorithms import ALGORITHMS, algorithm_keys
 from seed_core.config import SeedConfig, project_root
 from seed_core.io import DataFileError, atomic_write_text
-from seed_core.stage_params import fingerprint_keys, project
+from seed_core.stage_params import FOREACH_KEYS, project
 
 RESUME_FILE = ".resume_key"
 """In an RL output directory: the fingerprint (``rl_fingerprint``) its finished rounds were made from."""
@@ -33,13 +34,23 @@ def rl_code() -> str:
     return code_closure.fingerprint(entry)
 
 
+def resume_keys(algorithm: str) -> tuple[str, ...]:
+    """The config keys finished rounds of ``algorithm`` depend on: the keys ``rl@<algorithm>`` reads
+    (``seed_core.algorithms.algorithm_keys``) less ``rl.rounds`` (raising it extends a run), plus ``rl.algorithm``
+    (the stage's foreach item)."""
+    return tuple(k for k in algorithm_keys(algorithm) if k != "rl.rounds") + FOREACH_KEYS["rl"]
+
+
 def rl_inputs(cfg: SeedConfig) -> dict[str, Path]:
-    """The data the rounds read besides the starting checkpoint (the rl stage's other DVC data deps): the static
-    skill library (``rl.static_skills_dir``, else the annotate stage's) and the ALFWorld training games."""
+    """The data the rounds read besides the starting checkpoint (the rl stage's other DVC data deps): the ALFWorld
+    training games, and for an algorithm that reads it the static skill library (``rl.static_skills_dir``, else
+    the annotate stage's)."""
     from seed_core.static_skills import default_dir
 
-    return {"static_skills": Path(cfg.rl.static_skills_dir or default_dir(cfg)),
-            "alfworld_games": project_root() / cfg.env.alfworld.generated_dir}
+    inputs = {"alfworld_games": project_root() / cfg.env.alfworld.generated_dir}
+    if ALGORITHMS.get(cfg.rl.algorithm).skill_source == "static":
+        inputs["static_skills"] = Path(cfg.rl.static_skills_dir or default_dir(cfg))
+    return inputs
 
 
 def _hash_tree(digest: "hashlib._Hash", label: str, path: Path) -> None:
@@ -57,7 +68,7 @@ def _hash_tree(digest: "hashlib._Hash", label: str, path: Path) -> None:
 
 def rl_fingerprint(cfg: SeedConfig, init_checkpoint: Path, code: str | None = None) -> str:
     """What finished RL rounds depend on, i.e. every input of the rl stage but ``rl.rounds`` (raising it extends a
-    run): sha256 over the keys the stage reads (``seed_core.stage_params.fingerprint_keys``), its code (``code``:
+    run): sha256 over the keys the algorithm reads (``resume_keys``), its code (``code``:
     ``sha256sum`` lines, default ``rl_code()``), the files of the starting checkpoint and of ``rl_inputs``. So an
     edit to a loss, a changed skill library or another SFT checkpoint starts the rounds over, as DVC reruns the
     stage; an unchanged stage resumes."""
@@ -67,7 +78,7 @@ def rl_fingerprint(cfg: SeedConfig, init_checkpoint: Path, code: str | None = No
         raise DataFileError(f"the starting checkpoint {init_checkpoint} does not exist (--init; in the pipeline: "
                             "the sft stage's data/sft/checkpoint)")
     digest = hashlib.sha256()
-    data = project(cfg.model_dump(mode="json"), fingerprint_keys())
+    data = project(cfg.model_dump(mode="json"), resume_keys(cfg.rl.algorithm))
     digest.update(json.dumps(data, sort_keys=True).encode())
     digest.update(b"\0code\0" + (rl_code() if code is None else code).encode())
     _hash_tree(digest, "init", init_checkpoint)

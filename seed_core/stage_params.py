@@ -11,8 +11,9 @@ also checks the params files and the code stage's list against these. So changin
 Whole-config records are not reads. Every stage writes the whole resolved config to ``resolved_config.json``
 and logs it as MLflow params: a record of the values in force when it ran (no stage reads another's), which a
 change to a key the stage does not read leaves as it was, like the stage's outputs. What decides whether
-finished RL rounds are reused, ``rl_fingerprint``, hashes only ``fingerprint_keys()`` (the rl stage's keys),
-so the engine and DVC agree on what makes a round stale.
+finished RL rounds are reused, ``rl_fingerprint``, hashes only the keys its algorithm reads
+(``seed_core.resume.resume_keys``: ``seed_core.algorithms.algorithm_keys`` less ``rl.rounds``), the keys of its params
+file ``data/params/rl/<algorithm>.yaml``, so the engine and DVC agree on what makes a round stale.
 """
 
 from __future__ import annotations
@@ -72,10 +73,24 @@ def covers(keys: tuple[str, ...] | list[str], key: str) -> bool:
     return any(key == k or key.startswith(k + ".") for k in keys)
 
 
-def fingerprint_keys() -> tuple[str, ...]:
-    """What finished RL rounds depend on: the rl stage's keys less ``rl.rounds`` (raising it extends a run),
-    plus ``rl.algorithm`` (the stage's foreach item)."""
-    return tuple(k for k in STAGE_PARAMS["rl"] if k != "rl.rounds") + FOREACH_KEYS["rl"]
+RL_PART_KEYS: dict[str, tuple[str, ...]] = {
+    "distill": ("rl.distill_loss", "rl.opd_coef"),
+    "gate": ("rl.gate_beta",),
+    "opid": ("rl.opid_coef",),
+    "rlsd": ("rl.rlsd_lambda0", "rl.rlsd_decay_steps", "rl.rlsd_clip"),
+    "self_analyzer": _SELF_ANALYZER,
+    "frozen_analyzer": ("rl.analyzer_checkpoint",),
+    "stage1_analyzer": _ANALYZER,
+    "static_skills": ("rl.static_skills_dir",),
+    "step_skills": ("rl.max_step_skills",),
+}
+"""Keys of the rl stage that only some algorithms read, by the part of an algorithm that reads them
+(``seed_core.algorithms.algorithm_keys`` picks an algorithm's parts from its registry record): each
+``rl@<algorithm>`` stage depends on ``data/params/rl/<algorithm>.yaml``, its own keys, so an ablation of
+``rl.opd_coef`` never reruns GRPO."""
+
+RL_COMMON = tuple(k for k in STAGE_PARAMS["rl"] if not any(k in keys for keys in RL_PART_KEYS.values()))
+"""The rl stage's keys that every algorithm reads (model, environment, sampling, PPO, optimizer, batches)."""
 
 
 def project(values: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:

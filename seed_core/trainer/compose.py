@@ -18,7 +18,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from seed_core.algorithms import Algorithm
+from seed_core.algorithms import GATED_LOSS, Algorithm
 from seed_core.config import RLConfig
 from seed_core.losses import (
     DISTILL_LOSSES,
@@ -88,7 +88,8 @@ def compose_loss(inp: LossInputs, *, cfg: RLConfig, algorithm: Algorithm, step: 
         metrics.update(ent_metrics)
     distill = None
     if algorithm.distill:
-        d, d_metrics = DISTILL_LOSSES.get(cfg.distill_loss)(inp, beta=cfg.gate_beta)
+        gate = {"beta": cfg.gate_beta} if cfg.distill_loss == GATED_LOSS else {}  # only the gated loss reads beta
+        d, d_metrics = DISTILL_LOSSES.get(cfg.distill_loss)(inp, **gate)
         distill = cfg.opd_coef * d
         metrics.update(d_metrics)
     return ComposedLoss(loss, distill, metrics)

@@ -103,3 +103,29 @@ def test_a_params_change_marks_exactly_the_stages_that_read_the_key(project: Pat
     else:
         assert first == {dvc_deps.CODE_STAGE}
         assert changed == expected | {dvc_deps.CODE_STAGE}
+
+
+@pytest.mark.parametrize(("key", "value"), [("rl.opd_coef", 0.02), ("rl.gate_beta", 1.0)])
+def test_an_ablation_key_reruns_exactly_the_rl_stages_whose_algorithm_reads_it(project: Path, key: str,
+                                                                              value: object) -> None:
+    """Each rl@<algorithm> depends on data/params/rl/<algorithm>.yaml (``algorithm_keys``): an OPD coefficient
+    marks SEED and its distilling variants, never GRPO or SEED w/o OPD (whose loss has no OPD term)."""
+    from flows.common import rl_algorithms
+    from seed_core.algorithms import algorithm_keys
+    from seed_core.loader import load_config
+
+    algorithms = rl_algorithms(load_config(project / "params.yaml"))
+    expected = {f"rl@{a}" for a in algorithms if key in algorithm_keys(a)}
+    assert {"rl@seed", "rl@seed_static"} <= expected and not {"rl@grpo", "rl@seed_no_opd"} & expected
+    path = project / "params.yaml"
+    original = path.read_text()
+    params = yaml.safe_load(original)
+    params["rl"][key.split(".")[1]] = value
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+    try:
+        fingerprints(project)  # what `dvc repro` runs first: the code stage
+        changed = set(json.loads(_dvc(project, "status", "--json"))) - {dvc_deps.CODE_STAGE}
+    finally:
+        path.write_text(original)
+        fingerprints(project)
+    assert changed == expected

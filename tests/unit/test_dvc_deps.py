@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from seed_core.algorithms import ALGORITHMS
 from tests.unit.test_params_consistency import ROOT, dvc_deps
 STAGES = dvc_deps.stages()
 
@@ -52,7 +53,8 @@ def test_the_code_stage_depends_on_every_package_and_writes_every_fingerprint_an
     assert code["cmd"] == "python scripts/dvc_deps.py --fingerprints data"
     outs = {next(iter(out)) if isinstance(out, dict) else out: out for out in code["outs"]}
     assert sorted(outs) == sorted([*(dvc_deps.fingerprint_path(stage) for stage in STAGES),
-                                   *(dvc_deps.params_path(stage) for stage in STAGES)])
+                                   *(dvc_deps.params_path(stage) for stage in STAGES if stage != "rl"),
+                                   "data/params/rl"])  # one file per algorithm: data/params/rl/<algorithm>.yaml
     assert all(isinstance(out, dict) and next(iter(out.values())) == {"cache": False, "persist": True}
                for out in outs.values())  # persist: a params typo stops the code stage before DVC removes outputs
 
@@ -78,7 +80,8 @@ def test_writing_params_files_replaces_them_and_a_missing_key_names_it(tmp_path:
     old = tmp_path / "report.yaml"
     linked = cached(old)
     written = dvc_deps.write_params(tmp_path)
-    assert sorted(p.name for p in written) == sorted(f"{stage}.yaml" for stage in STAGES)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in written) == sorted(
+        [*(f"{stage}.yaml" for stage in STAGES if stage != "rl"), *(f"rl/{a}.yaml" for a in ALGORITHMS.names())])
     assert linked.read_text() == "old\n"
     assert yaml.safe_load(old.read_text())["rl.rounds"] == yaml.safe_load((ROOT / "params.yaml").read_text())["rl"]["rounds"]
     params = yaml.safe_load((ROOT / "params.yaml").read_text())

@@ -28,15 +28,20 @@ def test_a_code_edit_changes_the_key_and_a_rounds_change_does_not(tiny_model_dir
 
 
 def test_a_changed_static_skill_library_or_game_set_changes_the_key(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """For an algorithm that reads the library (SDAR: its teacher context); GRPO's key ignores it."""
     skills = tmp_path / "skills"
     skills.mkdir()
     (skills / "library.json").write_text('{"general": "plan first"}')
-    cfg = with_overrides(SeedConfig(), {"rl.static_skills_dir": str(skills)})
+    cfg = with_overrides(SeedConfig(), {"rl.static_skills_dir": str(skills), "rl.algorithm": "sdar"})
     assert rl_inputs(cfg)["static_skills"] == skills
+    grpo = with_overrides(cfg, {"rl.algorithm": "grpo"})
+    assert "static_skills" not in rl_inputs(grpo)
+    grpo_key = rl_fingerprint(grpo, tiny_model_dir, "code")
     base = rl_fingerprint(cfg, tiny_model_dir, "code")
     (skills / "library.json").write_text('{"general": "plan last"}')
     changed = rl_fingerprint(cfg, tiny_model_dir, "code")
     assert changed != base
+    assert rl_fingerprint(grpo, tiny_model_dir, "code") == grpo_key  # GRPO's rounds stay valid
     (skills / "extra.json").write_text("{}")
     assert rl_fingerprint(cfg, tiny_model_dir, "code") != changed  # a new file counts too
     shutil.rmtree(skills)

@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from seed_core.config import SeedConfig
-from seed_core.stage_params import FOREACH_KEYS, NOT_RESULTS, STAGE_PARAMS, covers, fingerprint_keys
-from seed_core.resume import rl_fingerprint
+from seed_core.stage_params import FOREACH_KEYS, NOT_RESULTS, STAGE_PARAMS, covers
+from seed_core.resume import resume_keys, rl_fingerprint
 from seed_core.loader import with_overrides
+from seed_core.algorithms import ALGORITHMS, algorithm_keys
 from tests.unit.config_recorder import PATHS, recording
 from tests.unit.test_dvc_deps import ROOT, STAGES
 
@@ -43,6 +44,11 @@ def test_each_stage_depends_on_a_params_file_of_exactly_its_declared_keys_with_t
             for part in key.split("."):
                 node = node[part]
             assert value == node, (stage, key)
+    for algorithm in ALGORITHMS.names():  # rl@<algorithm> depends on data/params/rl/<algorithm>.yaml
+        assert list(yaml.safe_load(dvc_deps.algorithm_params_text(algorithm, params))) == \
+            list(algorithm_keys(algorithm)), algorithm
+    assert "rl.opd_coef" not in algorithm_keys("grpo") and "rl.opd_coef" in algorithm_keys("seed")
+    assert "rl.gate_beta" not in algorithm_keys("grpo_opsd")  # fixed by the algorithm (beta = 0), not read
     code_params = SPEC[dvc_deps.CODE_STAGE]["params"]  # `dvc params diff` / `dvc exp show` read these
     assert code_params == list(dict.fromkeys(k for keys in STAGE_PARAMS.values() for k in keys)), \
         "run `python scripts/dvc_deps.py --write`"
@@ -112,8 +118,8 @@ def stage_reads(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
         "collect": lambda: run_collect(cfg, tiny_model_dir, tmp / "collect"),
         "annotate": lambda: run_annotate(cfg, tmp / "collect", tmp / "annotate"),
         "sft": lambda: run_sft(cfg, tiny_model_dir, tmp / "annotate", tmp / "sft"),
-        "rl": lambda: [run_rl(with_overrides(cfg, {"rl.algorithm": a}), tmp / "sft" / "checkpoint", tmp / f"rl-{a}")
-                       for a in ("grpo", "seed", "seed_static")],
+        **{f"rl@{a}": (lambda a=a: run_rl(with_overrides(cfg, {"rl.algorithm": a}), tmp / "sft" / "checkpoint",
+                                          tmp / f"rl-{a}")) for a in ALGORITHMS.names()},
         "evaluate": lambda: [run_evaluate(with_overrides(cfg, extra), tmp / "sft" / "checkpoint", tmp / f"eval{i}",
                                           "sft")
                              for i, extra in enumerate([{"eval.skill_prompt": True}, {"eval.with_skills": True}])],
@@ -128,12 +134,16 @@ def stage_reads(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     return reads
 
 
-@pytest.mark.parametrize("stage", ["prepare_model", "generate_alfworld", "collect", "annotate", "sft", "rl",
-                                   "evaluate"])
+@pytest.mark.parametrize("stage", ["prepare_model", "generate_alfworld", "collect", "annotate", "sft", "evaluate",
+                                   *(f"rl@{a}" for a in ALGORITHMS.names())])
 def test_each_stage_reads_no_key_outside_its_list(stage: str, stage_reads: dict[str, set[str]]) -> None:
+    """An rl@<algorithm> stage: no key outside its algorithm's own (``algorithm_keys``, its params file)."""
     read = stage_reads[stage]
     assert read, f"nothing recorded for {stage}"
-    allowed = (*STAGE_PARAMS[stage], *NOT_RESULTS, *FOREACH_KEYS.get(stage, ()))
+    name, _, algorithm = stage.partition("@")
+    keys = algorithm_keys(algorithm) if algorithm else STAGE_PARAMS[stage]
+    fixed = tuple(f"rl.{field}" for field, _ in ALGORITHMS.get(algorithm).fixed) if algorithm else ()
+    allowed = (*keys, *fixed, *NOT_RESULTS, *FOREACH_KEYS.get(name, ()))  # a fixed key's value is the algorithm's
     extra = sorted(k for k in read if not covers(allowed, k))
     assert not extra, f"stage {stage!r} reads {extra}, which its dvc.yaml params do not list (seed_core.stage_params)"
 
@@ -145,4 +155,8 @@ def test_the_rl_fingerprint_ignores_keys_the_rl_stage_does_not_read(tiny_model_d
                                               "rl.rounds": 9, "rl.save_every": 2}), tiny_model_dir) == base
     assert rl_fingerprint(with_overrides(cfg, {"rl.lr": 0.5}), tiny_model_dir) != base
     assert rl_fingerprint(with_overrides(cfg, {"rl.algorithm": "grpo"}), tiny_model_dir) != base
-    assert "rl.rounds" not in fingerprint_keys()
+    assert "rl.rounds" not in resume_keys("seed")
+    grpo = with_overrides(cfg, {"rl.algorithm": "grpo"})  # GRPO reads no distillation key: its rounds stay valid
+    assert rl_fingerprint(with_overrides(grpo, {"rl.opd_coef": 0.5, "rl.gate_beta": 1.0}), tiny_model_dir) == \
+        rl_fingerprint(grpo, tiny_model_dir)
+    assert rl_fingerprint(with_overrides(cfg, {"rl.opd_coef": 0.5}), tiny_model_dir) != base
