@@ -11,6 +11,7 @@ imported Prefect, MLflow and torch once, and exits with the status of the fork t
 
 The engine's log lines (``seed_core.logs``) reach each flow run's logs in the Prefect UI: ``seed_core`` is
 added to ``PREFECT_LOGGING_EXTRA_LOGGERS`` before Prefect is imported, at ``$SEED_LOG_LEVEL`` (default INFO).
+``<project>/.env`` is read first (``seed_core.config.load_env_file``), so a ``PREFECT_API_URL`` there counts.
 """
 
 from flows.warm import client_main as _client_main
@@ -23,6 +24,10 @@ import os as _os  # noqa: E402
 _extra = [name for name in _os.environ.get("PREFECT_LOGGING_EXTRA_LOGGERS", "").split(",") if name.strip()]
 _os.environ["PREFECT_LOGGING_EXTRA_LOGGERS"] = ",".join(dict.fromkeys([*_extra, "seed_core"]))
 _logging.getLogger("seed_core").setLevel(_os.environ.get("SEED_LOG_LEVEL", "INFO"))
+
+from seed_core.config import load_env_file as _load_env_file  # noqa: E402
+
+_load_env_file()  # <project>/.env (endpoints, secrets; never over the environment), before Prefect reads its URL
 
 if _os.environ.get("DVC_STAGE") and not _os.environ.get("PREFECT_API_URL"):
     from flows.servers import use_project_prefect as _use_project_prefect

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import shutil
 import sys
@@ -23,7 +24,8 @@ import yaml
 from seed_core import timing
 from seed_core.algorithms import ALGORITHMS
 from seed_core.config import ConfigError, SeedConfig, project_root
-from seed_core.loader import load_config
+from seed_core.io import one_line
+from seed_core.loader import load_config, one_line_errors
 from seed_core.methods import METHODS, star
 from seed_core.resume import RESUME_FILE
 from seed_core.tracking import RunTracker, Tracker, open_run
@@ -141,11 +143,23 @@ def parse_args(stage: str, *options: str) -> argparse.Namespace:
         load_config(args.params)
     except ConfigError as err:
         sys.exit(f"seed: {err}")
+    one_line_errors(stage)  # an error whose message names its fix (a full disk, bad weights): one line at the end
+    logging.getLogger("prefect.flow_runs").addFilter(_known_error_without_traceback)
+    logging.getLogger("prefect.task_runs").addFilter(_known_error_without_traceback)
     timing.mark("config_loaded")  # validation imports the registries (torch, which the engine needs anyway)
     from prefect.settings import temporary_settings
 
     _PROCESS_SETTINGS.enter_context(temporary_settings(flow_run_settings()))  # for the rest of this stage process
     return args
+
+
+def _known_error_without_traceback(record: logging.LogRecord) -> bool:
+    """A Prefect log line of a failed task or flow run keeps its message (which names the error and its fix,
+    ``seed_core.io.one_line``) but not the traceback, for the errors users meet (not for bugs)."""
+    err = record.exc_info[1] if isinstance(record.exc_info, tuple) else None
+    if err is not None and one_line(err) is not None:
+        record.exc_info, record.exc_text = None, None
+    return True
 
 
 _PROCESS_SETTINGS = contextlib.ExitStack()

@@ -116,7 +116,6 @@ def _run_fork(request: dict[str, Any], fds: list[int]) -> None:
     as ``__main__``, run the exit handlers (Prefect's log flush, seed's timing file), exit with its code."""
     import atexit
     import runpy
-    import traceback
 
     gc.enable()  # the server's objects stay frozen: collections here never touch (and so copy) their pages
     for target, fd in enumerate(fds):
@@ -138,8 +137,8 @@ def _run_fork(request: dict[str, Any], fds: list[int]) -> None:
         else:
             print(exc.code, file=sys.stderr)
             code = 1
-    except BaseException:  # noqa: BLE001 - the stage's traceback, as the interpreter would print it
-        traceback.print_exc()
+    except BaseException:  # noqa: BLE001 - as the interpreter reports it: sys.excepthook, which the stage may
+        sys.excepthook(*sys.exc_info())  # have set (seed_core.loader.one_line_errors: a known error in one line)
         code = 1
     try:
         atexit._run_exitfuncs()

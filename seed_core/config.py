@@ -3,8 +3,9 @@
 ``params.yaml`` is complete and authoritative; the defaults here exist so tests can build small
 configs. Open sets (environments, backends, clients, losses, algorithms) are plain strings here; the one
 loader (``seed_core.loader``) checks them against their registries, so this module imports nothing but
-pydantic, yaml and io and sits below every module that reads a config. Closed sets are ``Literal``.
-Environment variables are read only for secrets and endpoints (``endpoint_env``).
+pydantic, yaml and io (python-dotenv for ``.env``) and sits below every module that reads a config. Closed
+sets are ``Literal``. Environment variables are read only for secrets and endpoints (``endpoint_env``), also
+from ``<project>/.env``.
 """
 
 from __future__ import annotations
@@ -457,10 +458,49 @@ ENDPOINT_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MLFLOW_TRACKING_URI", "PR
 SECRET_VARS = ("OPENAI_API_KEY",)
 
 
+ENV_FILE = ".env"
+"""``<project>/.env``: ``KEY=value`` lines for ``ENDPOINT_VARS`` (git-ignored), read by python-dotenv."""
+_ENV_FILE_READ: list[Path] = []
+
+
+def load_env_file(path: Path | None = None) -> list[str]:
+    """Set the ``ENDPOINT_VARS`` that ``path`` (default ``<project>/.env``) names and the environment does not,
+    once per process: a variable already set always wins, other keys are ignored (configuration belongs in
+    params.yaml; their names are logged, values never). Called by ``endpoint_env`` and first thing by the flows
+    (Prefect reads ``PREFECT_API_URL`` itself), so stage processes started by DVC see the file too. Returns the
+    names it set."""
+    from dotenv import dotenv_values
+
+    path = Path(path) if path is not None else env_file()
+    if path in _ENV_FILE_READ:
+        return []
+    _ENV_FILE_READ.append(path)
+    if not path.is_file():
+        return []
+    values = dotenv_values(path, interpolate=False)
+    ignored = sorted(k for k in values if k not in ENDPOINT_VARS)
+    if ignored:
+        import logging
+
+        logging.getLogger(__name__).warning("%s: ignored %s (seed reads only %s from it)", path, ", ".join(ignored),
+                                            ", ".join(ENDPOINT_VARS))
+    added = [k for k, v in values.items() if k in ENDPOINT_VARS and v and not os.environ.get(k)]
+    for name in added:
+        os.environ[name] = str(values[name])
+    return added
+
+
+def env_file() -> Path:
+    """``<project>/.env`` (``ENV_FILE``)."""
+    return project_root() / ENV_FILE
+
+
 def endpoint_env(name: str) -> str | None:
-    """The one place seed reads environment variables (secrets and endpoints only)."""
+    """The one place seed reads environment variables (secrets and endpoints only), after ``<project>/.env``
+    (``load_env_file``: never over a variable already set)."""
     if name not in ENDPOINT_VARS:
         raise KeyError(f"{name} is not an endpoint/secret variable; configuration belongs in params.yaml")
+    load_env_file()
     return os.environ.get(name) or None
 
 

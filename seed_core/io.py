@@ -7,16 +7,24 @@ Schema evolution: a field typed ``X | None`` is a nullable column. A field with 
 record after files were written, e.g. ``score``) may be absent from an older file; reading fills it
 with the default (``score`` -> ``None``: "not recorded", never a made-up value). A missing column
 without a default is a ``DataFileError`` telling to rerun the stage.
+
+Errors users meet (``KnownError``: the message names the cause and the fix) are printed as one line by the stage
+CLIs and flows (``seed_core.loader.stage_errors`` / ``one_line_errors``). A write that fails for a full disk or an
+unwritable directory (``writing``) removes what it had written and raises ``DiskFullError`` /
+``OutputNotWritableError`` naming the path, the space needed and free, and the fix.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import json
 import os
+import re
 import shutil
 from pathlib import Path
-from typing import Any, Iterable, TypeVar
+from typing import Any, Iterable, Iterator, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -39,8 +47,138 @@ _ARROW_TYPES: dict[Any, pa.DataType] = {
 }
 
 
-class DataFileError(RuntimeError):
+class KnownError(Exception):
+    """An error whose message names its cause and its fix: a stage CLI or flow prints the message as one line
+    (``one_line``), not a traceback. Mixed into the concrete classes (``DataFileError(KnownError, RuntimeError)``)."""
+
+
+class DataFileError(KnownError, RuntimeError):
     """A stage input is missing, truncated or has the wrong columns; the message names the file."""
+
+
+class OutputError(KnownError, RuntimeError):
+    """An output could not be written; what the write had made so far was removed (``writing``)."""
+
+
+class DiskFullError(OutputError):
+    """No space left (or the disk quota reached) while writing; the message names the path, the space needed and
+    free, and the fix."""
+
+
+class OutputNotWritableError(OutputError):
+    """The output directory is read-only or this user may not write it; the message names it and the fix."""
+
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+_NOT_WRITABLE = {errno.EROFS: "is on a read-only file system", errno.EACCES: "is not writable by this user",
+                 errno.EPERM: "is not writable by this user"}
+_OS_ERROR_TEXT = re.compile(r"\(os error (\d+)\)")
+"""How the Rust writers (safetensors, tokenizers) report an OSError: "No space left on device (os error 28)"."""
+_SHORT_WRITE_TEXT = re.compile(r"unexpected pos \d+ vs \d+")
+"""torch's zip writer (``torch.save``) on a short write, i.e. a full disk: "unexpected pos 6063872 vs 6063764"."""
+
+
+def _errno_of(err: BaseException) -> int | None:
+    """The OS error behind a failed write, also where a library reported it as text (``_OS_ERROR_TEXT``)."""
+    if isinstance(err, OSError) and err.errno:
+        return err.errno
+    found = _OS_ERROR_TEXT.search(str(err))
+    if found:
+        return int(found.group(1))
+    if _SHORT_WRITE_TEXT.search(str(err)) or "No space left on device" in str(err):
+        return errno.ENOSPC
+    return None
+
+
+def _existing(path: Path) -> Path:
+    """``path`` or its nearest ancestor that exists."""
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _mount_point(path: Path) -> Path:
+    path = _existing(path)
+    while not os.path.ismount(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
+ELSEWHERE = "set project.data_dir ($MODELS_ROOT for a model directory)"
+"""The settings that move outputs to another directory (the messages' fix)."""
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:.0f}" if n >= 2**20 else f"{n / 2**20:.1f}"
+
+
+def _free_bytes(path: Path) -> int | None:
+    try:
+        return shutil.disk_usage(_existing(path)).free
+    except OSError:
+        return None
+
+
+def output_error(err: BaseException, path: Path, needed_bytes: int = 0,
+                 free_bytes: int | None = None) -> OutputError | None:
+    """``err`` (raised while writing ``path``) as a ``DiskFullError`` / ``OutputNotWritableError`` with a one-line
+    message naming the path and the fix; None when it is neither. ``free_bytes``: default the space free now."""
+    code = _errno_of(err)
+    if code in _NO_SPACE:
+        free = _free_bytes(path) if free_bytes is None else free_bytes
+        needed = f"needed ~{_mb(needed_bytes)} MB, " if needed_bytes else ""
+        space = f"{needed}free {_mb(free)} MB" if free is not None else needed.rstrip(", ")
+        return DiskFullError(f"no space left on {_mount_point(path)} while writing {path} ({space}); free space "
+                             f"there or {ELSEWHERE} to a directory on a disk with room")
+    if code in _NOT_WRITABLE:
+        folder = _existing(Path(path).parent)
+        fix = "remount it read-write" if code == errno.EROFS else "give this user write access (chmod/chown)"
+        return OutputNotWritableError(f"cannot write {path}: {folder} {_NOT_WRITABLE[code]}; {fix} or "
+                                      f"{ELSEWHERE} to a writable directory")
+    return None
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def writing(path: Path, *, temp: Path | None = None, needed_bytes: int = 0) -> Iterator[None]:
+    """The writes of ``path`` inside: on any error ``temp`` (the temporary file or folder they write) is removed;
+    a full disk or an unwritable directory becomes ``DiskFullError`` / ``OutputNotWritableError``
+    (``output_error``), whichever library reported it (an OSError, the Rust writers' "os error 28", torch's
+    short write). ``needed_bytes``: about how much the write takes; the message gives it with the space that
+    was free when the write began (a half-written file still open, e.g. in torch's writer, holds its space)."""
+    free = _free_bytes(path)
+    try:
+        yield
+    except OutputError:
+        if temp is not None:
+            _remove(Path(temp))
+        raise
+    except Exception as err:
+        if temp is not None:
+            _remove(Path(temp))
+        translated = output_error(err, Path(path), needed_bytes, free)
+        if translated is None:
+            raise
+        raise translated from None
+
+
+def one_line(err: BaseException) -> str | None:
+    """What a CLI prints instead of a traceback: a ``KnownError``'s message, or a full disk / unwritable path that
+    a raw OSError reports (e.g. a stage's own ``mkdir``), on one line; None for anything else (a bug)."""
+    if isinstance(err, KnownError):
+        return " ".join(line.strip() for line in str(err).splitlines() if line.strip())
+    if isinstance(err, OSError) and err.filename:
+        translated = output_error(err, Path(err.filename))
+        return str(translated) if translated is not None else None
+    return None
 
 
 _OPTIONAL = " | None"
@@ -165,13 +303,14 @@ def recover_dir(path: Path) -> Path:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _tmp_path(path)
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    return replace_durably(tmp, path)
+    with writing(path, temp=tmp, needed_bytes=len(data)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return replace_durably(tmp, path)
 
 
 def atomic_write_text(path: Path, text: str) -> Path:
@@ -194,11 +333,12 @@ def write_records(records: Iterable[Any], path: str | Path, record_type: type) -
     rows = [dataclasses.asdict(r) for r in records]
     columns = {name: [row[name] for row in rows] for name in schema.names}
     table = pa.table(columns, schema=schema)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _tmp_path(path)
-    pq.write_table(table, tmp)
-    fsync_file(tmp)
-    return replace_durably(tmp, path)
+    with writing(path, temp=tmp, needed_bytes=table.nbytes):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, tmp)
+        fsync_file(tmp)
+        return replace_durably(tmp, path)
 
 
 def read_table(path: str | Path, record_type: type) -> pa.Table:

@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import difflib
 import json
+import sys
 from pathlib import Path
 from typing import Any, Iterable, Iterator, get_args, get_origin
 
@@ -233,6 +234,7 @@ def config_from_args(args: argparse.Namespace) -> SeedConfig:
     from seed_core.logs import configure
 
     configure(getattr(args, "log_level", None))
+    one_line_errors(_main_module().rsplit(".", 1)[-1])
     try:
         overrides = parse_overrides(args.set, origin="--set")
     except ConfigError as err:
@@ -242,9 +244,43 @@ def config_from_args(args: argparse.Namespace) -> SeedConfig:
 
 @contextlib.contextmanager
 def stage_errors(stage: str, *errors: type[BaseException]) -> Iterator[None]:
-    """An engine entry point's known bad-setup or bad-input ``errors`` exit with one line,
-    ``seed <stage>: <message>`` (the message names the fix), not a traceback."""
+    """An engine entry point's known bad-setup or bad-input ``errors``, and every error ``seed_core.io.one_line``
+    knows (a ``KnownError``: unloadable weights, a damaged input; a full disk, an unwritable output directory),
+    exit with one line, ``seed <stage>: <message>`` (the message names the fix), not a traceback."""
     try:
         yield
     except errors as err:
         raise SystemExit(f"seed {stage}: {err}") from None
+    except Exception as err:
+        from seed_core.io import one_line
+
+        message = one_line(err)
+        if message is None:
+            raise
+        raise SystemExit(f"seed {stage}: {message}") from None
+
+
+def _main_module() -> str:
+    """The running program's module (``seed_core.stages.sft`` under ``python -m``), else its file's stem."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return spec.name if spec is not None and spec.name else Path(sys.argv[0] or "seed").stem
+
+
+def one_line_errors(stage: str) -> None:
+    """From here on, an error that ``seed_core.io.one_line`` knows ends the process, uncaught, with
+    ``seed <stage>: <message>`` on stderr (exit status 1) instead of a traceback; any other error keeps its
+    traceback. For the entry points that do not wrap their work in ``stage_errors`` (and the flows)."""
+    previous = getattr(sys.excepthook, "seed_previous", sys.excepthook)
+
+    def hook(kind: type[BaseException], err: BaseException, tb: Any) -> None:
+        from seed_core.io import one_line
+
+        message = one_line(err) if isinstance(err, Exception) else None
+        if message is None:
+            previous(kind, err, tb)
+        else:
+            print(f"seed {stage}: {message}", file=sys.stderr)
+
+    hook.seed_previous = previous  # type: ignore[attr-defined]
+    sys.excepthook = hook

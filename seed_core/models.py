@@ -18,21 +18,77 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from seed_core.config import ModelConfig, models_root
-from seed_core.io import recover_dir
+from seed_core.io import KnownError, recover_dir
 
 PREPARE_HINT = ("run `python -m seed_core.stages.prepare_model --config params.yaml` to build smollm2-135m-instruct "
                 "(or tiny-qwen2), or set model.path / $MODELS_ROOT to an existing Hugging Face model directory")
 
 
-class ModelNotFoundError(FileNotFoundError):
+class ModelNotFoundError(KnownError, FileNotFoundError):
     """``model.path`` does not name a usable model directory; the message names the path and the fix."""
 
 
-class CorruptModelError(RuntimeError):
-    """A model directory exists but a file in it cannot be read (truncated or corrupted, e.g. a killed copy)."""
+class CorruptModelError(KnownError, RuntimeError):
+    """A model directory exists but a file in it cannot be read (truncated or corrupted, e.g. a killed copy, or
+    a pickle holding more than tensors, which is never run: weights load with ``weights_only``)."""
 
 
-REBUILD_HINT = "delete that directory and rerun the stage that wrote it (or restore it with `dvc checkout`)"
+def rebuild_hint(model_dir: Path) -> str:
+    """How to re-create a damaged checkpoint directory: the stages' final checkpoints are DVC outputs."""
+    return (f"re-create it: `dvc checkout {model_dir}` restores a checkpoint DVC tracks, or delete {model_dir} and "
+            "rerun the stage that wrote it")
+
+
+WEIGHT_SUFFIXES = (".bin", ".pt", ".pth")
+"""Pickled (``torch.save``) weight files a Hugging Face directory may hold instead of ``*.safetensors``."""
+
+
+def _refused_pickle(err: Exception) -> str:
+    """The line of torch's ``weights_only`` refusal that names what the pickle wanted (e.g. a GLOBAL)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return next((line for line in lines if "GLOBAL" in line or "Unsupported" in line), lines[0] if lines else "")
+
+
+def check_weights_file(path: Path) -> None:
+    """Raise ``CorruptModelError`` naming ``path`` unless it opens as weights: a safetensors header that parses and
+    announces no more bytes than the file holds; a pickle that loads as plain tensors with ``weights_only=True``
+    (so a crafted one is refused and nothing in it runs; a zip-format one is memory-mapped, not read)."""
+    import pickle
+    import zipfile
+
+    from safetensors import safe_open
+
+    if path.suffix == ".safetensors":
+        check_safetensors(path)
+    try:
+        if path.suffix == ".safetensors":
+            with safe_open(path, "pt"):
+                pass
+        else:
+            torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
+    except pickle.UnpicklingError as err:
+        raise CorruptModelError(
+            f"{path} holds more than tensors, so it was not loaded and nothing in it ran (weights_only refused it: "
+            f"{_refused_pickle(err)}); never load it with weights_only=False; {rebuild_hint(path.parent)}") from None
+    except Exception as err:  # noqa: BLE001 - truncated zip (RuntimeError), garbage (KeyError), empty (EOFError)
+        first = next((line for line in str(err).splitlines() if line.strip()), "").split(". ")[0][:200]
+        cause = f"{type(err).__name__}: {first}" if first else type(err).__name__
+        raise CorruptModelError(f"{path} is not a readable weights file ({cause}); {rebuild_hint(path.parent)}") \
+            from None
+
+
+def load_weights(model_dir: Path, load: Callable[[], PreTrainedModel]) -> PreTrainedModel:
+    """``load()`` (``from_pretrained``); when it fails, the weight file that cannot be read is named
+    (``CorruptModelError``, one line), and any other failure (out of memory included) keeps its own error."""
+    try:
+        return load()
+    except (MemoryError, torch.OutOfMemoryError):
+        raise
+    except Exception:
+        files = [f for f in sorted(model_dir.iterdir()) if f.suffix in (".safetensors", *WEIGHT_SUFFIXES)]
+        for f in files:  # only on failure: find the file to blame
+            check_weights_file(f)
+        raise
 
 
 def check_safetensors(path: Path) -> None:
@@ -47,13 +103,14 @@ def check_safetensors(path: Path) -> None:
         meta = json.loads(header)
         end = max((int(t["data_offsets"][1]) for k, t in meta.items() if k != "__metadata__"), default=0)
     except (ValueError, KeyError, TypeError, IndexError, AttributeError):
-        raise CorruptModelError(f"{path} is not a readable safetensors file (bad header); {REBUILD_HINT}") from None
+        raise CorruptModelError(
+            f"{path} is not a readable safetensors file (bad header); {rebuild_hint(path.parent)}") from None
     if size < 8 + n + end:
         raise CorruptModelError(
-            f"{path} is truncated: {size} bytes, its header announces {8 + n + end}; {REBUILD_HINT}")
+            f"{path} is truncated: {size} bytes, its header announces {8 + n + end}; {rebuild_hint(path.parent)}")
 
 
-class MissingChatTemplateError(ValueError):
+class MissingChatTemplateError(KnownError, ValueError):
     """The tokenizer has no chat template, so prompts cannot be rendered as chat messages."""
 
 
@@ -100,7 +157,7 @@ def load_policy(cfg: ModelConfig, path: str | Path | None = None, *, trainable: 
         tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     except (OSError, ValueError, TypeError) as err:  # the tokenizers library names no file
         raise CorruptModelError(f"cannot load the tokenizer in {model_dir} ({type(err).__name__}: {err}); "
-                                f"{REBUILD_HINT}") from err
+                                f"{rebuild_hint(model_dir)}") from err
     if not tokenizer.chat_template:
         raise MissingChatTemplateError(
             f"the tokenizer in {model_dir} has no chat template; use an instruct/chat model or add a "
@@ -109,8 +166,8 @@ def load_policy(cfg: ModelConfig, path: str | Path | None = None, *, trainable: 
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     device = pick_device(cfg.device)
-    model = AutoModelForCausalLM.from_pretrained(
-        model_dir, local_files_only=True, dtype=getattr(torch, cfg.dtype)).to(device)
+    model = load_weights(model_dir, lambda: AutoModelForCausalLM.from_pretrained(
+        model_dir, local_files_only=True, dtype=getattr(torch, cfg.dtype))).to(device)
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
     if trainable and cfg.gradient_checkpointing:  # renamed to activation checkpointing in transformers 5.x

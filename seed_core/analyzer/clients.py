@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from seed_core.config import endpoint_env
+from seed_core.config import endpoint_env, env_file
+from seed_core.io import KnownError
 from seed_core.registry import Registry
 from seed_core.types import Task
 
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from seed_core.envs.base import TextEnv
 
 
-class AnalyzerSetupError(RuntimeError):
+class AnalyzerSetupError(KnownError, RuntimeError):
     """A client cannot be built (missing endpoint, env, backend or checkpoint); the message says the fix."""
 
 
@@ -233,16 +235,25 @@ class OpenAIClient:
 
     def __init__(self, cfg: "AnnotateConfig", *, base_url: str | None, api_key: str,
                  backoff_s: float = BACKOFF_S) -> None:
-        from openai import OpenAI
+        from openai import DefaultHttpxClient, OpenAI
 
         self.cfg = cfg
         self.identity = ("openai", cfg.model)
         self.url = public_url(base_url or _DEFAULT_BASE_URL)
         self.backoff_s = backoff_s
+        self.requests_sent = 0
+        """Chat completion requests this client has sent over HTTP, every retry (the SDK's and ours) included."""
+        self._count_lock = threading.Lock()
         self._secret = "" if api_key == _PLACEHOLDER_KEY else api_key
         self._sdk = OpenAI(
-            base_url=base_url, api_key=api_key, timeout=cfg.timeout_s, max_retries=cfg.max_retries
+            base_url=base_url, api_key=api_key, timeout=cfg.timeout_s, max_retries=cfg.max_retries,
+            http_client=DefaultHttpxClient(event_hooks={"request": [self._count]}),  # the SDK's defaults + a hook
         )
+
+    def _count(self, request: Any) -> None:
+        if request.url.path.endswith("/chat/completions"):
+            with self._count_lock:  # ``analyze`` sends a batch from several threads
+                self.requests_sent += 1
 
     def check_endpoint(self) -> None:
         """Fail fast, before any work: one ``GET /models``. Unreachable, or the key rejected ->
@@ -338,8 +349,8 @@ def openai_client(
     if base_url is None and api_key is None:
         raise AnalyzerSetupError(
             "annotate.client = 'openai' needs an endpoint: set OPENAI_BASE_URL (an OpenAI-compatible "
-            "server, e.g. http://127.0.0.1:8000/v1) and/or OPENAI_API_KEY in the environment or .env, "
-            "or use annotate.client: oracle for the offline rule-based analyzer"
+            f"server, e.g. http://127.0.0.1:8000/v1) and/or OPENAI_API_KEY in the environment or in "
+            f"{env_file()}, or use annotate.client: oracle for the offline rule-based analyzer"
         )
     client = OpenAIClient(cfg.annotate, base_url=base_url, api_key=api_key or _PLACEHOLDER_KEY)
     client.check_endpoint()

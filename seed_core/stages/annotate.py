@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from seed_core.analyzer.parse import skill_metrics
 from seed_core.config import ConfigError, SeedConfig, dump_resolved
-from seed_core.io import DataFileError, atomic_write_text, read_records, write_json, write_records
+from seed_core.io import DataFileError, KnownError, atomic_write_text, read_records, write_json, write_records
 from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.logs import Progress
 from seed_core.task_sets import read_tasks
@@ -45,7 +45,7 @@ CACHE_FILE = "annotation_cache.jsonl"
 log = logging.getLogger(__name__)
 
 
-class AnnotationQualityError(RuntimeError):
+class AnnotationQualityError(KnownError, RuntimeError):
     """Too few trajectories were annotated (``annotate.min_ok_fraction``); the message names the causes."""
 
 
@@ -131,32 +131,38 @@ def write_static_library(annotations: list[AnnotationRecord], trajectories: dict
 class FailFast:
     """Watches the first ``annotate.fail_fast_after`` trajectories to finish: when all of them failed without an
     answer and for one reason (``failure_reason``: the error class, e.g. ``NotFoundError`` for HTTP 404),
-    ``add`` raises ``AnnotationQualityError`` so the rest of the budget is not spent on a broken endpoint."""
+    ``add`` says to stop, so the rest of the budget is not spent on a broken endpoint; ``error`` is then the
+    stage's ``AnnotationQualityError``, counting the requests really sent (the other threads' too)."""
 
     def __init__(self, cfg: SeedConfig, endpoint: str, total: int) -> None:
         self.cfg, self.endpoint, self.total = cfg, endpoint, total
         self.n = cfg.annotate.fail_fast_after
         self.first: list[AnnotationRecord] = []
-        self._lock = threading.Lock()
+        self.reason: str | None = None
 
-    def add(self, record: AnnotationRecord) -> None:
+    def add(self, record: AnnotationRecord) -> bool:
+        """Whether the run should stop, with ``record`` the latest trajectory to finish."""
         from seed_core.analyzer.cache import answered
 
-        with self._lock:
-            if not self.n or len(self.first) >= self.n:
-                return
-            self.first.append(record)
-            if len(self.first) < self.n or any(a.ok or answered(a) for a in self.first):
-                return
-            reasons = {failure_reason(a) for a in self.first}
-        if len(reasons) == 1:
-            (reason,) = reasons
-            where = f"the endpoint {self.endpoint}" if self.endpoint else f"the {self.cfg.annotate.client!r} analyzer"
-            raise AnnotationQualityError(
-                f"stopped early: the first {self.n} trajectories sent to {where} (model {self.cfg.annotate.model!r}) "
-                f"all failed the same way, {reason} (e.g. {self.first[-1].error[:160]!r}); the rest of the "
-                f"{self.total} were not sent. Check OPENAI_BASE_URL (an OpenAI-compatible base URL usually ends in "
-                "/v1), OPENAI_API_KEY and annotate.model, or set annotate.fail_fast_after: 0 to send them all anyway")
+        if self.reason is not None or not self.n or len(self.first) >= self.n:
+            return self.reason is not None
+        self.first.append(record)
+        if len(self.first) < self.n or any(a.ok or answered(a) for a in self.first):
+            return False
+        reasons = {failure_reason(a) for a in self.first}
+        self.reason = reasons.pop() if len(reasons) == 1 else None
+        return self.reason is not None
+
+    def error(self, requests: int, started: int) -> AnnotationQualityError:
+        """The stop, once every thread is done: ``requests`` sent in all, for ``started`` trajectories."""
+        where = f"the endpoint {self.endpoint}" if self.endpoint else f"the {self.cfg.annotate.client!r} analyzer"
+        return AnnotationQualityError(
+            f"stopped early: the first {self.n} trajectories sent to {where} (model {self.cfg.annotate.model!r}) "
+            f"all failed the same way, {self.reason} (e.g. {self.first[-1].error[:160]!r}); {requests} "
+            f"request{'s' if requests != 1 else ''} were sent in all, for {started} of the {self.total} trajectories "
+            f"(the other {self.total - started} were not sent). Check OPENAI_BASE_URL (an OpenAI-compatible base "
+            "URL usually ends in /v1), OPENAI_API_KEY and annotate.model, or set annotate.fail_fast_after: 0 to "
+            "send them all anyway")
 
 
 def check_ok_fraction(cfg: SeedConfig, annotations: list[AnnotationRecord], endpoint: str, out_dir: Path) -> None:
@@ -196,10 +202,14 @@ def _annotate_missing(
     from seed_core.analyzer.cache import is_final
 
     local = threading.local()
+    clients: list[AnalyzerClient] = []  # one per thread (list.append is atomic)
+    begun: list[str] = []
 
     def annotate_one(tid: str) -> AnnotationRecord:
         if not hasattr(local, "worker"):
             local.worker = _make_worker(cfg)
+            clients.append(local.worker.client)
+        begun.append(tid)
         worker: _Worker = local.worker
         (record,) = annotate_trajectories({tid: trajectories[tid]}, tasks, worker.client,
                                           parse_attempts=cfg.annotate.parse_attempts, policy_version="base",
@@ -213,17 +223,27 @@ def _annotate_missing(
         return out
     pool = ThreadPoolExecutor(max_workers=max(1, min(cfg.annotate.concurrency, len(missing))),
                               thread_name_prefix="annotate")
+    stopped = False
     try:
         futures = {pool.submit(annotate_one, tid): tid for tid in missing}
         with Progress(log, "annotate", len(missing), "trajectory") as bar:
             for future in as_completed(futures):
                 out[futures[future]] = future.result()
                 bar.update()
-                if watch is not None:
-                    watch.add(out[futures[future]])
+                if watch is not None and watch.add(out[futures[future]]):
+                    raise _Stop
+    except _Stop:
+        stopped = True
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)  # on a bug: stop queued work, keep what is cached
+        pool.shutdown(wait=True, cancel_futures=True)  # on a stop or a bug: queued work cancelled, the rest cached
+    if stopped and watch is not None:  # every thread is done: count what they sent
+        sent = [getattr(c, "requests_sent", None) for c in clients]
+        raise watch.error(sum(sent) if None not in sent else len(begun), len(begun))
     return out
+
+
+class _Stop(Exception):
+    """``FailFast`` stopped the run (raised through the progress line, so it ends as on any error)."""
 
 
 def _check_prompt_version(cfg: SeedConfig) -> None:

@@ -26,8 +26,8 @@ from typing import Any
 import torch
 
 from seed_core.config import ModelConfig
-from seed_core.io import DataFileError, fsync_file
-from seed_core.trainer.checkpoint import save_checkpoint
+from seed_core.io import DataFileError, fsync_file, writing
+from seed_core.trainer.checkpoint import checkpoint_bytes, save_checkpoint
 
 
 def make_accelerator(model_cfg: ModelConfig) -> Any:
@@ -157,6 +157,8 @@ def save_policy(accelerator: Any, model: Any, tokenizer: Any, out_dir: Path, opt
                         state_dict=state, keep_adapter=keep_adapter)
     accelerator.wait_for_everyone()
     if optimizer is not None and sharded:  # one file per rank, after the weights (the caller's dir is a temp one)
-        torch.save(optimizer.state_dict(), Path(out_dir) / optimizer_file(accelerator))
-        fsync_file(Path(out_dir) / optimizer_file(accelerator))
+        path = Path(out_dir) / optimizer_file(accelerator)
+        with writing(path, temp=path, needed_bytes=checkpoint_bytes(optimizer=optimizer)):
+            torch.save(optimizer.state_dict(), path)
+            fsync_file(path)
     accelerator.wait_for_everyone()

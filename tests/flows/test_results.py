@@ -40,7 +40,7 @@ def write_reports(reports: Path, note: str) -> None:
 
 def write_report_inputs(root: Path, experiment: str) -> tuple[str, ...]:
     """params.yaml (data under ``root``) and what the report stage reads: evaluation episodes of every
-    method of ``eval_methods`` (method i wins i of 8 tasks; "*" rows played with skills) and RL curves.
+    method of ``eval_methods`` (method i wins i of 16 tasks; "*" rows played with skills) and RL curves.
     Returns the methods in that order."""
     from flows.common import eval_methods, rl_algorithms
     from seed_core.io import write_records
@@ -56,7 +56,7 @@ def write_report_inputs(root: Path, experiment: str) -> tuple[str, ...]:
     for i, method in enumerate(methods):
         records = [EvalRecord(method=method, env="sokoban", split="test", task_id=f"t{k}", task_type="push",
                               seed=0, success=k < i, episode_return=0.0, length=3,
-                              skill_prompt=method.endswith("_star"), checkpoint="c") for k in range(8)]
+                              skill_prompt=method.endswith("_star"), checkpoint="c") for k in range(16)]
         write_records(records, root / "data" / "eval" / method / "episodes.parquet", EvalRecord)
     for algorithm in rl_algorithms(cfg):
         (root / "data" / "rl" / algorithm).mkdir(parents=True, exist_ok=True)
@@ -163,8 +163,9 @@ def test_report_stage_publishes_its_table_and_logs_table_and_figures(tmp_path: P
 
     methods = write_report_inputs(tmp_path, "report-stage-test")
     metrics = report_flow(tmp_path / "params.yaml")
-    assert metrics["sft/sokoban/test/success_rate"] == 0.125
-    assert metrics["seed_star/sokoban/test/success_rate"] == 0.625  # method 5 of 6: the "*" row is its own
+    assert metrics["sft/sokoban/test/success_rate"] == 1 / 16
+    star = methods.index("seed_star")  # the last method: the "*" row is its own, not averaged into SEED's
+    assert star == len(methods) - 1 and metrics["seed_star/sokoban/test/success_rate"] == star / 16
     markdown = Artifact.get(RESULTS_KEY)
     assert markdown.data == (tmp_path / "reports" / "table.md").read_text()
     client = mlflow.MlflowClient(mlflow_uri)
@@ -173,7 +174,7 @@ def test_report_stage_publishes_its_table_and_logs_table_and_figures(tmp_path: P
         "curves/curve_success.png", "curves/curve_losses.png"}
     table = client.load_table(run.info.experiment_id, "results/table.json", run_ids=[run.info.run_id])
     overall = table[table["task_type"] == "all"].set_index("method")["success_rate"]
-    assert overall.to_dict() == {m: i / 8 for i, m in enumerate(methods)}
+    assert overall.to_dict() == {m: i / 16 for i, m in enumerate(methods)}
     assert "| SEED* | 62.5 | 8 | 1 |" in markdown.data.splitlines()
 
 
