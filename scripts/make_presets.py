@@ -32,6 +32,7 @@ PAPER_COMMON: dict[str, Any] = {
     "tracking.model_flavor": "files",
     "collect.num_tasks": 180, "collect.group_size": 8,  # SEED README: 180 tasks x 8 rollouts
     "annotate.client": "openai",  # any OpenAI-compatible endpoint: OPENAI_BASE_URL / OPENAI_API_KEY
+    "annotate.static_skill_tokens": 512,  # [inferred] static skill library per task type; prompts here allow 2-4k
     "sft.epochs": 3, "sft.lr": 1.0e-5, "sft.max_length": 4096,
     "rl.algorithm": "seed", "rl.rounds": 150, "rl.lr": 1.0e-6, "rl.opd_coef": 0.01, "rl.gate_beta": 5.0,
     "rl.clip_ratio_low": 0.2, "rl.clip_ratio_high": 0.2, "rl.analyzer_max_new_tokens": 1024,

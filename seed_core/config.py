@@ -261,6 +261,9 @@ class AnnotateConfig(Section):
     (same error class or HTTP status, no answer), instead of spending the whole budget; 0 = never stop early."""
     prompt_version: str = "opid-v1"
     """Version tag of the analyzer prompt; part of the annotation cache key."""
+    static_skill_tokens: int = Field(96, ge=1)
+    """Token budget (policy tokenizer) of one task type's static skill text, general skills included: the
+    library the "*" rows and the static teacher contexts put into the prompt (``seed_core.static_skills``)."""
 
 
 class SFTConfig(Section):

@@ -44,8 +44,9 @@ STAGE_PARAMS: dict[str, tuple[str, ...]] = {
     "prepare_model": ("model.path", "project.seed", *_ENV, "generation.max_prompt_tokens", "testbed"),
     "generate_alfworld": ("project.seed", "env.name", "env.alfworld"),
     "collect": ("project.seed", *_RUN_MODEL, *_ENV, *_GENERATE, "generation.temperature", "collect"),
+    # the static skill library: its budget, counted with the policy's tokenizer (model.path when no base model)
     "annotate": ("env.name", "env.max_steps", "env.sokoban", "env.ezpoints", "env.alfworld", "env.search_qa",
-                 "env.webshop", *_ANALYZER),
+                 "env.webshop", *_ANALYZER, "annotate.static_skill_tokens", "model.path"),
     # model.path and env.name: the registered checkpoint's name and tags (flows/common.py model_name / model_tags)
     "sft": ("project.seed", "model.path", "env.name", *_TRAIN_MODEL, "generation.max_prompt_tokens", "sft"),
     # rl.algorithm is the foreach item (flows/rl.py --algorithm), never params.yaml's value

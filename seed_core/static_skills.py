@@ -11,9 +11,39 @@ match of the task type, else the first key (in sorted order) that is a substring
 gamefile-substring rule), else the general skills alone.
 
 Default: ``aggregate`` builds it deterministically from the Stage-1 annotations (written by the annotate
-stage to ``data/annotate/static_skills``), so it exists for every environment without hand-writing:
-per task type, the ``per_type`` most frequent episode skills of parsed annotations (ties by text);
-general = the ``general`` skills that occur under the most task types (at least two).
+stage to ``data/annotate/static_skills``), so it exists for every environment without hand-writing. As in
+the paper's static baselines, a task type's text is *type-level* skills (workflow and pitfalls), never one
+episode's replay, de-duplicated and bounded to ``annotate.static_skill_tokens`` tokens:
+
+1. **Statements.** Each parsed episode skill is split into sentences (and lines / bullets).
+2. **Episode bookkeeping goes**: step references ("At step 3", "in 5 steps", "after 2 turns").
+3. **Instance values are summarized.** An environment may define ``instance_values(task) -> {value: phrase}``
+   (the values that belong to one instance: EZPoints' two card values, a WebShop goal's product, attributes,
+   options and price, a Search-QA question's entities, an ALFWorld goal's object and receptacle types). Every
+   whole-word occurrence of a value becomes its type-level phrase (``<product>``), a run of one phrase joined by
+   ",", "and", "or", "then" or spaces becomes one. An empty phrase cuts out a *list* of the values ("the card
+   numbers 4 and 8, each once" -> "the card numbers, each once"), only where it stands in plain words: a
+   single value, or one in quotes or next to an operator (``'4'``, ``4+8``), stays, so step 4 drops it.
+4. **Statements that still name one instance are dropped**: one naming a value of its episode's
+   ``instance_values``; a number that is not a constant of the type (constants: the numbers in the first
+   prompt of *every* annotated episode of the type, from at least two tasks: EZPoints' target 12); quoted
+   text that is neither in every first prompt of the type (``'='``) nor a phrase of step 3 (an agent's own
+   answer ``'Paris'``, a formula ``'4+'``); a capitalized word found in its episode's first prompt but not in
+   every first prompt of the type (a person, a card name); or a move-by-move replay (three or more
+   comma-separated single words not closed by "and"/"or": "up, up, left"). A dropped sentence keeps those of
+   its ';'-clauses (after the first) that pass and have ``MIN_CLAUSE_WORDS`` words or more.
+5. **De-duplication**: statements equal up to case, spacing and punctuation are one; a statement whose word
+   set overlaps an already kept one by ``NEAR_DUPLICATE`` (Jaccard) or more is merged into it.
+6. **Ranking and budget**: by the number of distinct tasks a statement came from, then occurrences, then
+   shorter first, then text. ``general`` = statements found under two or more task types (at most
+   ``general`` of them, within half the budget), left out of the type texts; then each type's text takes its
+   statements in rank order while ``skill_for`` (general + type text, what is put into the prompt) stays
+   within the budget (a statement that does not fit is skipped; a shorter one may still fit).
+
+Tokens are counted with the policy's tokenizer (``token_counter``: the base model in
+``<data_dir>/models/base``, else ``model.path``); without one, ``estimate_tokens``: one token per 3
+characters, rounded up (BPE tokenizers average 3-4 characters per English token, so the estimate errs long).
+The skill section's own title and instruction lines (``seed_core.skill_insert``) come on top of the budget.
 """
 
 from __future__ import annotations
@@ -23,9 +53,9 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
-from seed_core.config import SeedConfig, project_root
+from seed_core.config import AnnotateConfig, SeedConfig, project_root
 from seed_core.io import DataFileError, atomic_write_text
 
 GENERAL_FILE = "general_skills.md"
@@ -89,22 +119,255 @@ def _bullets(skills: Iterable[str]) -> str:
     return "\n".join(f"- {s.strip()}" for s in skills)
 
 
-def aggregate(skills_by_type: dict[str, Sequence[str]], per_type: int = 3, general: int = 3) -> StaticSkills:
-    """Deterministic library from episode skills grouped by task type (module docstring)."""
+NEAR_DUPLICATE = 0.8
+"""Word-set Jaccard overlap at which two statements count as one (module docstring, step 5)."""
+
+DEFAULT_BUDGET = AnnotateConfig().static_skill_tokens
+"""``annotate.static_skill_tokens``' default."""
+
+
+def estimate_tokens(text: str) -> int:
+    """Token estimate without a tokenizer: one per 3 characters, rounded up (module docstring)."""
+    return -(-len(text) // 3)
+
+
+@dataclass(frozen=True)
+class Note:
+    """One parsed episode skill and what is known of its episode (module docstring)."""
+
+    skill: str
+    task_id: str = ""
+    """The task it came from: statements are ranked by the number of distinct tasks behind them."""
+    prompt: str = ""
+    """The episode's first prompt (step 4's constants and entities)."""
+    values: dict[str, str] = field(default_factory=dict)
+    """The task's ``instance_values``: value -> type-level phrase, ``""`` to cut it out (step 3)."""
+
+
+_STEP_REFS = (
+    re.compile(r"\b(?:at|in|on|from|by|after|before|until)\s+(?:step|turn|round)\s+\d+\b,?\s*", re.I),
+    re.compile(r"\s*\b(?:in|after|within|for)\s+\d+\s+(?:steps?|turns?|moves?|rounds?)\b", re.I),
+)
+_SEPARATOR = r"(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|then)\s+|\s+)"
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?!\w)")
+_CAPITALIZED = re.compile(r"\b[A-Z][A-Za-z]+\b")
+_QUOTED = re.compile(r"(?<!\w)'([^'\n]{1,80})'(?!\w)|\"([^\"\n]{1,80})\"")
+_REPLAY = re.compile(r"(?<![\w,])\w+(?:,\s+\w+){2,}(?!\w|,\s*\w|,?\s+(?:and|or)\b)")
+_NOT_CUT_NEXT_TO = set("'\"+*/=^-<>[]")
+
+
+def statements(skill: str) -> list[str]:
+    """Sentences of one skill text (lines and bullets first)."""
+    out = []
+    for line in skill.splitlines():
+        line = re.sub(r"^\s*(?:[-*\u2022]|\d+[.)])\s+", "", line).strip()
+        out += [part.strip() for part in re.split(r"(?<=[.!?])\s+(?=[A-Z<'\"(\[])", line) if part.strip()]
+    return out
+
+
+def _tidy(text: str) -> str:
+    text = re.sub(r"\s+", " ", text)
+    text = re.sub(r"\s+([,.;:!?)\]])", r"\1", text)
+    text = re.sub(r"([(\[])\s+", r"\1", text)
+    text = re.sub(r"([,;:])(?:\s*[,;])+", r"\1", text).strip(" ,;")
+    return text[:1].upper() + text[1:]
+
+
+def _cut(text: str, values: Iterable[str]) -> str:
+    """Remove runs of two or more ``values`` that stand as plain words (step 3); a single one, or one in quotes
+    or a formula, stays."""
+    alternation = "|".join(re.escape(v) for v in sorted(values, key=len, reverse=True))
+    one = rf"(?<![\w$])(?:{alternation})(?!\w)"
+    run = re.compile(rf"\s*{one}(?:{_SEPARATOR}{one})+", re.I)
+
+    def drop(match: re.Match[str]) -> str:
+        before = text[: match.start()].rstrip()[-1:]
+        after = text[match.end():].lstrip()[:1]
+        return match.group(0) if before in _NOT_CUT_NEXT_TO or after in _NOT_CUT_NEXT_TO else ""
+
+    return run.sub(drop, text)
+
+
+def abstract(statement: str, values: dict[str, str]) -> str:
+    """``statement`` without episode bookkeeping and with its instance values summarized (steps 2-3)."""
+    text = statement
+    for pattern in _STEP_REFS:
+        text = pattern.sub(" ", text)
+    phrases = sorted({p for p in values.values() if p})
+    markers = [chr(0xE000 + i) for i in range(len(phrases))]  # private-use characters: no value matches them
+    for value in sorted((v for v in values if values[v] and v.strip()), key=len, reverse=True):
+        marker = markers[phrases.index(values[value])]
+        text = re.sub(rf"(?<![\w$]){re.escape(value)}(?!\w)", lambda _, m=marker: m, text, flags=re.I)
+    for marker, phrase in zip(markers, phrases):
+        text = re.sub(rf"{marker}(?:{_SEPARATOR}{marker})+", marker, text).replace(marker, phrase)
+    cut = [v for v in values if not values[v] and v.strip()]
+    return _tidy(_cut(text, cut) if cut else text)
+
+
+@dataclass(frozen=True)
+class _TypeView:
+    """What step 4 knows of a task type: the first prompts of its tasks and the numbers all of them hold."""
+
+    prompts: tuple[str, ...]
+    constants: frozenset[str]
+
+    @classmethod
+    def of(cls, notes: Sequence[Note]) -> "_TypeView":
+        prompts = tuple(sorted({n.task_id: n.prompt for n in notes if n.prompt and n.task_id}.values()))
+        numbers = [set(_NUMBER.findall(p)) for p in prompts]
+        constants = frozenset(set.intersection(*numbers)) if len(prompts) >= 2 else frozenset()
+        return cls(prompts, constants)
+
+    def everywhere(self, term: str, word: bool) -> bool:
+        return bool(self.prompts) and all(_contains(p, term, word) for p in self.prompts)
+
+
+def _contains(text: str, term: str, word: bool) -> bool:
+    if not word:
+        return term.lower() in text.lower()
+    return re.search(rf"(?<!\w){re.escape(term)}(?!\w)", text, re.I) is not None
+
+
+def instance_specific(statement: str, note: Note, view: _TypeView) -> bool:
+    """Whether ``statement`` (already ``abstract``-ed) still names one instance (step 4)."""
+    if any(v.strip() and _contains(statement, v, word=True) for v in note.values):
+        return True
+    if any(n not in view.constants for n in _NUMBER.findall(statement)):
+        return True
+    if _REPLAY.search(statement):
+        return True
+    phrases = {p.lower() for p in note.values.values() if p}
+    quoted = [q for a, b in _QUOTED.findall(statement) if (q := (a or b).strip()) and q.lower() not in phrases]
+    if view.prompts and any(not view.everywhere(q, word=False) for q in quoted):
+        return True
+    names = _CAPITALIZED.findall(statement)
+    return any(_contains(note.prompt, w, word=True) and not view.everywhere(w, word=True) for w in names)
+
+
+MIN_CLAUSE_WORDS = 6
+"""A clause kept from an instance-specific sentence has at least this many words (step 4)."""
+
+
+def _type_level(statement: str, note: Note, view: "_TypeView") -> list[str]:
+    """``statement`` when it is type-level; else its ';'-clauses that are (with ``MIN_CLAUSE_WORDS``)."""
+    if not instance_specific(statement, note, view):
+        return [statement] if len(_key(statement).split()) >= 3 else []
+    clauses = [_tidy(c).rstrip(".") + "." for c in statement.split(";")[1:]] if ";" in statement else []
+    return [c for c in clauses if len(_key(c).split()) >= MIN_CLAUSE_WORDS and not instance_specific(c, note, view)]
+
+
+def _key(text: str) -> str:
+    return re.sub(r"[^a-z0-9<>]+", " ", text.lower()).strip()
+
+
+def _jaccard(a: str, b: str) -> float:
+    x, y = set(a.split()), set(b.split())
+    return len(x & y) / max(len(x | y), 1)
+
+
+@dataclass
+class _Candidate:
+    spellings: Counter[str] = field(default_factory=Counter)
+    """The texts found for this statement (equal up to case, spacing and punctuation) and how often."""
+    tasks: set[str] = field(default_factory=set)
+
+    @property
+    def text(self) -> str:
+        """The commonest spelling; ties: one ending a sentence, then the first in text order."""
+        return _spelling(self.spellings)
+
+    @property
+    def count(self) -> int:
+        return sum(self.spellings.values())
+
+    def rank(self) -> tuple[int, int, int, str]:
+        return (-len(self.tasks), -self.count, len(self.text), self.text)
+
+
+def _spelling(spellings: Counter[str]) -> str:
+    return min(spellings, key=lambda t: (-spellings[t], not t.endswith((".", "!", "?")), t))
+
+
+def type_statements(notes: Sequence[Note]) -> list[_Candidate]:
+    """The type-level statements of one task type's notes, de-duplicated and ranked (steps 1-6)."""
+    view = _TypeView.of(notes)
+    found: dict[str, _Candidate] = {}
+    for i, note in enumerate(notes):
+        for text in (t for raw in statements(note.skill) for t in _type_level(abstract(raw, note.values), note, view)):
+            c = found.setdefault(_key(text), _Candidate())
+            c.spellings[text] += 1
+            c.tasks.add(note.task_id or f"#{i}")
+    kept: list[_Candidate] = []
+    for c in sorted(found.values(), key=_Candidate.rank):
+        twin = next((k for k in kept if _jaccard(_key(k.text), _key(c.text)) >= NEAR_DUPLICATE), None)
+        if twin is None:
+            kept.append(c)
+        else:
+            twin.tasks |= c.tasks
+            twin.spellings.update({twin.text: c.count})  # counted for the kept text
+    return sorted(kept, key=_Candidate.rank)
+
+
+def _render(general: Sequence[str], own: Sequence[str]) -> str:
+    """What ``skill_for`` returns for these statements."""
+    return "\n\n".join(part for part in (_bullets(general), _bullets(own)) if part)
+
+
+def _fit(ranked: Iterable[str], general: Sequence[str], budget: int, count: Callable[[str], int]) -> list[str]:
+    chosen: list[str] = []
+    for text in ranked:
+        if count(_render(general, [*chosen, text])) <= budget:
+            chosen.append(text)
+    return chosen
+
+
+def _shared_text(candidates: Sequence[_Candidate]) -> str:
+    return _spelling(sum((c.spellings for c in candidates), Counter()))
+
+
+def aggregate(notes_by_type: dict[str, Sequence[Note | str]], budget_tokens: int = DEFAULT_BUDGET,
+              count_tokens: Callable[[str], int] = estimate_tokens, general: int = 3) -> StaticSkills:
+    """Deterministic, bounded library of type-level skills from episode skills grouped by task type
+    (``Note`` or plain text; module docstring)."""
+    ranked = {t: type_statements([n if isinstance(n, Note) else Note(n) for n in notes_by_type[t]])
+              for t in sorted(notes_by_type)}
+    spread: dict[str, list[_Candidate]] = defaultdict(list)
+    for candidates in ranked.values():
+        for c in candidates:
+            spread[_key(c.text)].append(c)
+    shared = sorted((cs for cs in spread.values() if len(cs) >= 2),
+                    key=lambda cs: (-len(cs), -sum(len(c.tasks) for c in cs), _shared_text(cs)))
+    common = _fit([_shared_text(cs) for cs in shared[:general]], [], budget_tokens // 2, count_tokens)
     texts, mapping = {}, {}
-    spread: dict[str, set[str]] = defaultdict(set)
-    counts: Counter[str] = Counter()
-    for task_type in sorted(skills_by_type):
-        cleaned = [s.strip() for s in skills_by_type[task_type] if s.strip()]
-        ranked = sorted(Counter(cleaned).items(), key=lambda kv: (-kv[1], kv[0]))
+    for task_type, candidates in ranked.items():
+        own = [c.text for c in candidates
+               if not any(_jaccard(_key(c.text), _key(g)) >= NEAR_DUPLICATE for g in common)]
         name = _file_name(task_type)
-        texts[name] = _bullets(s for s, _ in ranked[:per_type])
+        texts[name] = _bullets(_fit(own, common, budget_tokens, count_tokens))
         mapping[task_type] = name
-        for s in cleaned:
-            spread[s].add(task_type)
-            counts[s] += 1
-    shared = sorted((s for s in spread if len(spread[s]) >= 2), key=lambda s: (-len(spread[s]), -counts[s], s))
-    return StaticSkills(general=_bullets(shared[:general]), texts=texts, mapping=mapping)
+    return StaticSkills(general=_bullets(common), texts=texts, mapping=mapping)
+
+
+def token_counter(cfg: SeedConfig) -> tuple[Callable[[str], int], str]:
+    """(text -> token count, what counts): the policy's tokenizer (``<data_dir>/models/base``, else
+    ``model.path``), or ``estimate_tokens`` when neither directory holds one."""
+    from transformers import AutoTokenizer
+
+    from seed_core.models import resolve_model_path
+
+    candidates = [project_root() / cfg.project.data_dir / "models" / "base"]
+    try:
+        candidates.append(resolve_model_path(cfg.model.path))
+    except (OSError, ValueError):  # no such directory (the testbed before prepare_model): the other or the estimate
+        pass
+    for candidate in candidates:
+        if (candidate / "tokenizer_config.json").is_file():
+            try:
+                tok = AutoTokenizer.from_pretrained(candidate, local_files_only=True)
+            except (OSError, ValueError, TypeError):
+                continue
+            return (lambda text: len(tok(text, add_special_tokens=False)["input_ids"])), str(candidate)
+    return estimate_tokens, "estimate (3 characters per token)"
 
 
 def resolve(static_skills_dir: str, default_dir: str | Path) -> StaticSkills:

@@ -306,6 +306,12 @@ class EZPointsEnv(TimeLimit):
         )
         return {"episode_summary": summary, "episode_skill": skill}
 
+    def instance_values(self, task: Task) -> dict[str, str]:
+        """The values of this instance (``seed_core.static_skills`` step 3): the two card values and card names,
+        cut out of a type-level skill ("the card numbers 4 and 8" -> "the card numbers")."""
+        cards, labels = deal(task.seed, self.cfg.ezpoints.target)
+        return {**{str(c): "" for c in cards}, **{label: "" for label in labels}}
+
     def _describe(self, number: int, action: str, before: str, note: str, expected: list[str]) -> str:
         should = f"; the right token was {' or '.join(repr(t) for t in expected)}" if expected else ""
         reasons = {

@@ -319,6 +319,14 @@ class SearchQAEnv(TimeLimit):
                                    f"{len(answers)} answers).",
                 "episode_skill": f"Avoid this mistake: {mistake} {workflow}"}
 
+    def instance_values(self, task: Task) -> dict[str, str]:
+        """The question's gold-path entities and answers as type-level phrases (``seed_core.static_skills``)."""
+        item = _item(task)
+        values = {a: "the answer" for a in item.golden_answers}
+        values.update({t: "<entity named in the previous passage>" for t in item.gold_docs[1:]})
+        values.update({t: "<entity named in the question>" for t in item.gold_docs[:1]})
+        return {k: v for k, v in values.items() if k.strip()}
+
     def _require_item(self) -> QAItem:
         if self._item is None:
             raise RuntimeError("search_qa: call reset(task) before playing")

@@ -217,6 +217,17 @@ class WebShopEnv(TimeLimit):
         return {"episode_summary": f"Failed: {outcome} after {len(actions)} steps.",
                 "episode_skill": f"Avoid this mistake: {mistake} Workflow: {workflow}"}
 
+    def instance_values(self, task: Task) -> dict[str, str]:
+        """The goal's product, attributes, options and price as type-level phrases (``seed_core.static_skills``)."""
+        engine = _make_engine(self.settings)
+        engine.reset(int(task.payload.get("goal_index", task.seed)))
+        goal = engine.goal
+        values = {goal.name: "<product>", goal.query: "<product>", goal.asin: "<product id>",
+                  f"${goal.price_upper:.2f}": "<max price>", f"{goal.price_upper:.2f}": "<max price>"}
+        values.update({a: "<attributes>" for a in goal.attributes})
+        values.update({o: "<options>" for o in goal.goal_options.values()})
+        return {k: v for k, v in values.items() if k.strip()}
+
     @staticmethod
     def _purchase_mistake(engine: Any, goal: Goal) -> str:
         details = engine.breakdown

@@ -106,26 +106,47 @@ def run_annotate(cfg: SeedConfig, collect_dir: Path, out_dir: Path, tracker: Tra
     check_ok_fraction(cfg, annotations, getattr(probe.client, "url", ""), out_dir)
     atomic_write_text(out_dir / "sft_examples.jsonl",
                       "".join(json.dumps({"prompt": p, "target": t}) + "\n" for p, t in examples))
-    write_static_library(annotations, trajectories, out_dir / "static_skills")
+    write_static_library(cfg, annotations, trajectories, out_dir / "static_skills", tasks, probe.env)
     dump_resolved(cfg, out_dir / "resolved_config.json")
     return metrics
 
 
-def write_static_library(annotations: list[AnnotationRecord], trajectories: dict[str, list[StepRecord]],
-                         out: Path) -> Path:
-    """The static skill library aggregated from these annotations (``seed_core.static_skills``), rewritten
-    from scratch so a removed task type leaves no file behind."""
+def write_static_library(cfg: SeedConfig, annotations: list[AnnotationRecord],
+                         trajectories: dict[str, list[StepRecord]], out: Path, tasks: dict[str, Task] | None = None,
+                         env: "TextEnv | None" = None) -> Path:
+    """The static skill library aggregated from these annotations (``seed_core.static_skills``: type-level
+    statements within ``annotate.static_skill_tokens`` policy tokens, each episode's instance values, from the
+    env's ``instance_values`` hook where it has one, summarized or dropped), rewritten from scratch so a removed
+    task type leaves no file behind."""
     import shutil
 
-    from seed_core.static_skills import aggregate
+    from seed_core.static_skills import Note, aggregate, token_counter
 
-    types = {tid: steps[0].task_type for tid, steps in trajectories.items() if steps}
-    grouped: dict[str, list[str]] = {}
+    hook = getattr(env, "instance_values", None)
+    values: dict[str, dict[str, str]] = {}
+    grouped: dict[str, list[Note]] = {}
     for a in annotations:
-        if a.ok and a.traj_id in types:
-            grouped.setdefault(types[a.traj_id], []).append(a.episode_skill)
+        steps = trajectories.get(a.traj_id)
+        if not a.ok or not steps:
+            continue
+        task_id = steps[0].task_id
+        if task_id not in values:
+            task = (tasks or {}).get(task_id)
+            values[task_id] = dict(hook(task)) if hook is not None and task is not None else {}
+        grouped.setdefault(steps[0].task_type, []).append(Note(a.episode_skill, task_id, steps[0].prompt,
+                                                               values[task_id]))
+    count, counted_by = token_counter(cfg)
+    library = aggregate(grouped, cfg.annotate.static_skill_tokens, count)
     shutil.rmtree(out, ignore_errors=True)
-    return aggregate(grouped).write(out)
+    sizes = {t: count(library.skill_for(t)) for t in library.mapping}
+    log.info("static skill library: %d task type(s), tokens per type %s (budget %d, counted by %s)",
+             len(sizes), sizes, cfg.annotate.static_skill_tokens, counted_by)
+    empty = sorted(t for t, n in sizes.items() if not n and grouped.get(t))
+    if empty:
+        log.warning("static skill library: no type-level statement of %s fits annotate.static_skill_tokens = %d "
+                    "(their '*' rows play without a skill); raise it", ", ".join(empty),
+                    cfg.annotate.static_skill_tokens)
+    return library.write(out)
 
 
 class FailFast:
