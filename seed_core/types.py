@@ -140,3 +140,6 @@ class EvalRecord:
     checkpoint: str
     score: float | None = None
     """The episode's partial task score in [0, 1] (WebShop's purchase score), ``None`` when the env has none."""
+    format_valid_rate: float | None = None
+    """Share of the episode's steps whose response was well-formed (``StepRecord.format_valid``: the env's parser
+    found one valid action); ``None`` in files written before it was recorded."""

@@ -43,7 +43,8 @@ def to_eval_records(records: Sequence[StepRecord], method: str, checkpoint: str,
         out.append(EvalRecord(method=method, env=r.env, split=r.split, task_id=r.task_id, task_type=r.task_type,
                               seed=r.seed, success=r.success, episode_return=r.episode_return,
                               length=r.episode_length, skill_prompt=skill_prompt, checkpoint=checkpoint,
-                              score=r.score))
+                              score=r.score,
+                              format_valid_rate=sum(step.format_valid for step in steps) / len(steps)))
     return out
 
 

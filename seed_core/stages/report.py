@@ -5,12 +5,14 @@ method and the RL ``curve.csv`` (one row per round) of every algorithm. Outputs,
 
 - ``table.csv``: long format, one row per method x env x split x task type (plus an ``all`` row):
   ``method`` (the machine-readable key, ``skill_grpo_star``), ``label`` (the paper's name, ``Skill-GRPO*``),
-  success_rate, score, episodes, seeds, mean_return. ``score`` is the mean partial task score in
-  [0, 1] of the episodes that have one (WebShop's purchase score) and empty for environments
-  without one (success-only: ALFWorld, Search-QA, Sokoban, EZPoints).
+  success_rate, score, episodes, seeds, mean_return, format_valid_rate. ``score`` is the mean partial task
+  score in [0, 1] of the episodes that have one (WebShop's purchase score) and empty for environments
+  without one (success-only: ALFWorld, Search-QA, Sokoban, EZPoints). ``format_valid_rate`` is the mean
+  over episodes of their share of well-formed responses (empty for files written before it was recorded).
 - ``table.md``: per (env, split) the layout of the OPID/SDAR main table (seed-algorithm.md §5.1):
   rows = methods in the paper's order with the paper's labels (``seed_core.methods``), columns = task types
-  and ``Avg`` in percent, then episodes and seeds, headed by
+  and ``Avg`` in percent, then ``format-valid`` (%, beside success: a "*" row whose skill text breaks the
+  answer format shows it here), ``from``, episodes and seeds, headed by
   an honest note saying which preset produced it and that small runs are not the paper's numbers.
   An (env, split) whose episodes carry a score (WebShop) gets the paper's two WebShop columns instead
   of ``Avg``: ``Score`` (mean score x 100) and ``Succ`` (success rate x 100).
@@ -54,6 +56,11 @@ ABLATION_NOTE = ("drop vs SEED = SEED's success minus the row's, in points (posi
                  "hindsight-skill checkpoint (the paper's baselines start from the base model, SEED from SFT).")
 """Line above the ablation table."""
 
+FORMAT_NOTE = ("format-valid = share (%) of the steps whose response parsed as one valid action (mean over "
+               "episodes); a \"*\" row plays with its task type's static skill library in the prompt, so a low "
+               "value there means the skill text broke the answer format.")
+"""Paragraph under the header of ``table.md`` (``EvalRecord.format_valid_rate``)."""
+
 SUCCESS_COLUMN = "rollout/success_rate"
 """Curve column drawn in ``curve_success.png``: training success of each round's on-policy rollouts."""
 LOSS_COLUMNS = ("rl/pg_loss", "rl/kl_loss", "rl/opd_loss", "rl/entropy", "rl/gate_mean", "rl/gate_active_ratio",
@@ -92,9 +99,11 @@ def summarize(episodes: pd.DataFrame) -> pd.DataFrame:
 
 
 def _aggregate(groups: Any) -> pd.DataFrame:
-    """success_rate, score (mean over the episodes with one; NaN when none has), episodes, seeds, mean_return."""
+    """success_rate, score (mean over the episodes with one; NaN when none has), episodes, seeds, mean_return,
+    format_valid_rate (mean over the episodes that recorded it of their share of well-formed responses)."""
     return groups.agg(success_rate=("success", "mean"), score=("score", "mean"), episodes=("success", "size"),
-                      seeds=("seed", "nunique"), mean_return=("episode_return", "mean")).reset_index()
+                      seeds=("seed", "nunique"), mean_return=("episode_return", "mean"),
+                      format_valid_rate=("format_valid_rate", "mean")).reset_index()
 
 
 def _percent(value: float) -> str:
@@ -114,14 +123,14 @@ def paper_table(table: pd.DataFrame, env: str, split: str) -> str:
     scored = bool(part["score"].notna().any())
     overall_columns = ["Score", "Succ"] if scored else ["Avg"]
     header = (["Method"] + [TASK_TYPE_LABELS.get(t, t or "-") for t in types] + overall_columns
-              + ["from", "episodes", "seeds"])
+              + ["format-valid", "from", "episodes", "seeds"])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for _, rows in part.groupby("method", sort=False):
         cell = dict(zip(rows["task_type"], rows["success_rate"]))
         overall = rows[rows["task_type"] == "all"].iloc[0]
         values = [_percent(cell.get(t, float("nan"))) for t in types]
         values += [_percent(overall["score"])] if scored else []
-        values.append(_percent(overall["success_rate"]))
+        values += [_percent(overall["success_rate"]), _percent(overall["format_valid_rate"])]
         lines.append("| " + " | ".join([str(rows["label"].iloc[0]), *values, _start(str(rows["method"].iloc[0])),
                                          str(overall["episodes"]), str(overall["seeds"])]) + " |")
     return "\n".join(lines)
@@ -156,6 +165,8 @@ def render_markdown(table: pd.DataFrame, cfg: SeedConfig) -> str:
         "These numbers show the pipeline works end to end; they are not the paper's results, which need "
         "the paper presets (presets/) on GPUs. Column `from`: the checkpoint a row was trained from (base = the "
         "base model, SFT = the Stage-1 checkpoint), as in the paper.",
+        "",
+        FORMAT_NOTE,
     ]
     for (env, split), part in table.groupby(["env", "split"], sort=False):
         out += ["", f"## {env} / {split}", ""]

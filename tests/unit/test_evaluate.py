@@ -125,3 +125,24 @@ def test_success_only_env_gets_no_score() -> None:
     assert "eval/test/success_rate" in metrics
     assert not [k for k in metrics if k.endswith("/score")]
     assert "rollout/score" not in rollout_metrics(records, "rollout")
+
+
+def test_each_episode_records_its_format_valid_rate(tmp_path: Path) -> None:
+    """EvalRecord.format_valid_rate = the share of the episode's steps whose response parsed (the env's
+    ParsedAction.valid, StepRecord.format_valid): one well-formed move and one unparsable answer -> 0.5; an
+    episodes file written before the field existed loads with None."""
+    import pyarrow.parquet as pq
+
+    cfg = EnvConfig(name="sokoban", max_steps=2, history_length=1)
+    tasks = make_env(cfg).make_tasks("test", 2, seed=0)
+    records = rollout(cfg, tasks, StepScript(["up", "dance"]), group_size=1, temperature=0.0, max_new_tokens=8,
+                      seed=0, policy_version="seed_star", progress=False)
+    assert [r.format_valid for r in records if r.task_id == tasks[0].task_id] == [True, False]
+    rows = to_eval_records(records, "seed_star", "ckpt", skill_prompt=True)
+    shares = {t.task_id: [r.format_valid for r in records if r.task_id == t.task_id] for t in tasks}
+    assert {r.task_id: r.format_valid_rate for r in rows} == {k: sum(v) / len(v) for k, v in shares.items()}
+    assert rows[0].format_valid_rate == 0.5
+    path = write_records(rows, tmp_path / "episodes.parquet", EvalRecord)
+    assert [r.format_valid_rate for r in read_records(path, EvalRecord)] == [r.format_valid_rate for r in rows]
+    pq.write_table(pq.read_table(path).drop(["format_valid_rate"]), path)
+    assert [r.format_valid_rate for r in read_records(path, EvalRecord)] == [None, None]

@@ -11,7 +11,7 @@ import pytest
 from seed_core.config import SeedConfig
 from seed_core.io import write_records
 from seed_core.loader import with_overrides
-from seed_core.stages.report import (ABLATION_NOTE, SCORE_NOTE, ablation_table, load_episodes, paper_table,
+from seed_core.stages.report import (ABLATION_NOTE, FORMAT_NOTE, SCORE_NOTE, ablation_table, load_episodes, paper_table,
                                      render_markdown, run_report, summarize)
 from seed_core.types import EvalRecord
 
@@ -59,9 +59,9 @@ def test_paper_table_uses_paper_columns_and_method_order(run_dirs) -> None:
     table = summarize(load_episodes({"seed": run_dirs[0]["seed"], "grpo": run_dirs[0]["grpo"]}))
     md = paper_table(table, "alfworld", "valid_seen")
     lines = md.splitlines()
-    assert lines[0] == "| Method | Pick | Look | Avg | from | episodes | seeds |"
-    assert lines[2] == "| GRPO | 50.0 | 0.0 | 33.3 | base | 3 | 3 |"  # grpo before seed whatever the input order
-    assert lines[3] == "| SEED | 100.0 | 100.0 | 100.0 | SFT | 3 | 3 |"  # from: Algorithm.init
+    assert lines[0] == "| Method | Pick | Look | Avg | format-valid | from | episodes | seeds |"
+    assert lines[2] == "| GRPO | 50.0 | 0.0 | 33.3 | - | base | 3 | 3 |"  # grpo before seed whatever the input order
+    assert lines[3] == "| SEED | 100.0 | 100.0 | 100.0 | - | SFT | 3 | 3 |"  # from: Algorithm.init
 
 
 def test_a_single_task_type_gets_only_the_avg_column(tmp_path: Path) -> None:
@@ -70,8 +70,8 @@ def test_a_single_task_type_gets_only_the_avg_column(tmp_path: Path) -> None:
             for i in range(4)]
     write_records(rows, tmp_path / "episodes.parquet", EvalRecord)
     md = paper_table(summarize(load_episodes({"grpo": tmp_path})), "sokoban", "test").splitlines()
-    assert md[0] == "| Method | Avg | from | episodes | seeds |"
-    assert md[2] == "| GRPO | 25.0 | base | 4 | 4 |"
+    assert md[0] == "| Method | Avg | format-valid | from | episodes | seeds |"
+    assert md[2] == "| GRPO | 25.0 | - | base | 4 | 4 |"
 
 
 def test_run_report_writes_table_and_curves(run_dirs, tmp_path: Path) -> None:
@@ -82,7 +82,7 @@ def test_run_report_writes_table_and_curves(run_dirs, tmp_path: Path) -> None:
                        "seed/alfworld/valid_seen/success_rate": pytest.approx(1.0)}
     csv = pd.read_csv(out / "table.csv")
     assert list(csv.columns) == ["method", "label", "env", "split", "task_type", "success_rate", "score", "episodes",
-                                 "seeds", "mean_return"]
+                                 "seeds", "mean_return", "format_valid_rate"]
     assert dict(zip(csv["method"], csv["label"])) == {"grpo": "GRPO", "seed": "SEED"}
     assert len(csv) == 6  # 2 methods x (2 task types + all)
     assert csv["score"].isna().all()  # ALFWorld reports no partial score: the column stays empty
@@ -159,11 +159,12 @@ def test_webshop_rows_show_score_and_success_and_sokoban_rows_no_score(tmp_path:
     md = (out / "table.md").read_text()
     webshop = md.split("## webshop / test\n\n")[1].split("\n\n## ")[0].splitlines()
     assert webshop[0] == SCORE_NOTE
-    assert webshop[2] == "| Method | beauty | electronics | Score | Succ | from | episodes | seeds |"
-    assert webshop[4] == "| Vanilla | 0.0 | 100.0 | - | 50.0 | - | 2 | 2 |"
-    assert webshop[5] == "| GRPO | 0.0 | 50.0 | 50.0 | 25.0 | base | 4 | 4 |"
+    assert webshop[2] == "| Method | beauty | electronics | Score | Succ | format-valid | from | episodes | seeds |"
+    assert webshop[4] == "| Vanilla | 0.0 | 100.0 | - | 50.0 | - | - | 2 | 2 |"
+    assert webshop[5] == "| GRPO | 0.0 | 50.0 | 50.0 | 25.0 | - | base | 4 | 4 |"
     sokoban = md.split("## sokoban / test\n\n")[1].splitlines()
-    assert sokoban[0] == "| Method | Avg | from | episodes | seeds |" and sokoban[2] == "| GRPO | 50.0 | base | 2 | 2 |"
+    assert sokoban[0] == "| Method | Avg | format-valid | from | episodes | seeds |"
+    assert sokoban[2] == "| GRPO | 50.0 | - | base | 2 | 2 |"
     csv = pd.read_csv(out / "table.csv").set_index(["method", "env", "task_type"])
     assert csv.loc[("grpo", "webshop", "all"), "score"] == pytest.approx(0.5)
     assert csv.loc[("grpo", "webshop", "electronics"), "score"] == pytest.approx(0.875)
@@ -193,7 +194,7 @@ def test_rows_follow_the_paper_order_and_labels_and_star_rows_follow_their_polic
     assert [line.split(" | ")[0][2:] for line in lines] == [
         "Vanilla", "Skill-Prompt*", "SFT", "OPSD", "GRPO", "Skill-GRPO", "Skill-GRPO*", "GRPO+OPSD", "Skill-SD",
         "RLSD", "SDAR", "OPID", "OPID (self-analysis)", "SEED-static", "SEED", "mine"]
-    assert lines[5:7] == ["| Skill-GRPO | 50.0 | base | 2 | 2 |", "| Skill-GRPO* | 100.0 | base | 2 | 2 |"]  # j = 5, 6
+    assert lines[5:7] == ["| Skill-GRPO | 50.0 | - | base | 2 | 2 |", "| Skill-GRPO* | 100.0 | - | base | 2 | 2 |"]  # j = 5, 6
     assert list(table[table["task_type"] == "all"]["method"]) == keys  # the CSV keeps the keys
 
 
@@ -242,3 +243,26 @@ def test_the_sweep_report_renders_the_ablations_with_paired_cis() -> None:
     md = render_sweep_table(summary)
     assert "| SEED | 60.0 | - | - | - |" in md
     assert "| SEED w/o self-evolving OPD | 46.7 | +13.3 | [+10.0, +20.0] | 0.89 |" in md
+
+
+def test_star_rows_show_their_format_valid_rate_beside_success(tmp_path: Path) -> None:
+    """EvalRecord.format_valid_rate (per episode) -> table.csv's mean and the ``format-valid`` cell right after
+    Avg: SEED* answered well-formed on 50% and 100% of its steps (75.0), SEED on every step; a file written
+    before the field existed shows "-"."""
+    from dataclasses import replace
+
+    star = [replace(r, format_valid_rate=v) for r, v in zip(_sokoban("seed_star", [True, False], True), [0.5, 1.0])]
+    write_records(star, tmp_path / "seed_star" / "episodes.parquet", EvalRecord)
+    write_records([replace(r, format_valid_rate=1.0) for r in _sokoban("seed", [True, True])],
+                  tmp_path / "seed" / "episodes.parquet", EvalRecord)
+    old = write_records(_sokoban("grpo", [True, False]), tmp_path / "grpo" / "episodes.parquet", EvalRecord)
+    pq.write_table(pq.read_table(old).drop(["format_valid_rate"]), old)
+    out = tmp_path / "reports"
+    run_report({k: tmp_path / k for k in ("seed_star", "seed", "grpo")}, {}, out, SeedConfig())
+    lines = (out / "table.md").read_text().split("## sokoban / test\n\n")[1].splitlines()
+    assert lines[0] == "| Method | Avg | format-valid | from | episodes | seeds |"
+    assert lines[2:] == ["| GRPO | 50.0 | - | base | 2 | 2 |", "| SEED | 100.0 | 100.0 | SFT | 2 | 2 |",
+                         "| SEED* | 50.0 | 75.0 | SFT | 2 | 2 |"]
+    assert FORMAT_NOTE in (out / "table.md").read_text()
+    csv = pd.read_csv(out / "table.csv").set_index(["method", "task_type"])
+    assert csv.loc[("seed_star", "all"), "format_valid_rate"] == pytest.approx(0.75)
