@@ -6,6 +6,7 @@ stages of one ``dvc repro``. ``seed_app.services`` starts ``seed ui``'s servers 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -26,6 +27,50 @@ def ui_dir() -> Path:
 
 DEFAULT_PORTS = {"prefect": 4200, "mlflow": 5000}
 """The ports ``seed ui`` uses unless told otherwise."""
+
+
+def prefect_server_env(health_url: str) -> dict[str, str]:
+    """Prefect's own protections (its settings, no middleware of seed's) for a server seed starts on 127.0.0.1:
+    CORS for the server's own origin only (its UI, as ``127.0.0.1`` or ``localhost`` on that port; Prefect's
+    default is ``*``) and CSRF tokens on every POST/PUT/PATCH/DELETE (``PREFECT_SERVER_CSRF_PROTECTION_ENABLED``;
+    Prefect's client and UI fetch them from ``/api/csrf-token``, its client by default:
+    ``PREFECT_CLIENT_CSRF_SUPPORT_ENABLED``). So a web page of any other origin can neither read the API's answers
+    nor change anything (issue 26 item 4). Prefect 3 has no Host-header check: ``seed ui --auth`` covers that."""
+    port = health_url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1]
+    return {"PREFECT_SERVER_API_CORS_ALLOWED_ORIGINS": f"http://127.0.0.1:{port},http://localhost:{port}",
+            "PREFECT_SERVER_CSRF_PROTECTION_ENABLED": "true"}
+
+
+AUTH_FILE = "auth.json"
+"""``.tmp/ui/auth.json`` (mode 0600): ``{"username", "password"}`` of ``seed ui --auth``'s servers, while they run."""
+CLIENT_AUTH_VARS = ("PREFECT_API_AUTH_STRING", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
+"""What Prefect's and MLflow's clients read their basic-auth credentials from."""
+
+
+def ui_credentials() -> tuple[str, str] | None:
+    """(username, password) of ``seed ui --auth``'s servers, None when ``seed ui`` runs without ``--auth``."""
+    path = ui_dir() / AUTH_FILE
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    return str(data["username"]), str(data["password"])
+
+
+def client_auth_env(prefect_api: str | None, mlflow_uri: str | None) -> dict[str, str]:
+    """The client variables (``CLIENT_AUTH_VARS``) for whichever of ``prefect_api`` / ``mlflow_uri`` is ``seed ui
+    --auth``'s server (``ui_url``): Prefect's client then sends the auth string (and its CSRF token), MLflow's the
+    username and password. Empty for any other server, or without ``--auth``."""
+    credentials = ui_credentials()
+    if credentials is None:
+        return {}
+    user, password = credentials
+    env: dict[str, str] = {}
+    prefect_ui, mlflow_ui = ui_url("prefect"), ui_url("mlflow")
+    if prefect_api and prefect_ui and prefect_api.rstrip("/") == f"{prefect_ui}/api":
+        env["PREFECT_API_AUTH_STRING"] = f"{user}:{password}"
+    if mlflow_uri and mlflow_ui and mlflow_uri.rstrip("/") == mlflow_ui:
+        env |= {"MLFLOW_TRACKING_USERNAME": user, "MLFLOW_TRACKING_PASSWORD": password}
+    return env
 
 
 def prefect_server(port: int | None = None) -> tuple[list[str], str, str]:
@@ -75,21 +120,25 @@ def healthy(url: str) -> bool:
         return False
 
 
-def start(name: str, command: list[str], health_url: str, timeout_s: float = 120.0) -> subprocess.Popen[bytes]:
-    """Start ``command`` in its own session (log and PID in .tmp/ui/) and poll its health URL."""
-    return wait_healthy(name, spawn(name, command, health_url), health_url, timeout_s)
+def start(name: str, command: list[str], health_url: str, timeout_s: float = 120.0,
+          env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start ``command`` in its own session (log and PID in .tmp/ui/; ``env`` as for ``spawn``) and poll its
+    health URL."""
+    return wait_healthy(name, spawn(name, command, health_url, env=env), health_url, timeout_s)
 
 
 def spawn(name: str, command: list[str], health_url: str = "", env: dict[str, str] | None = None,
           cwd: Path | None = None) -> subprocess.Popen[bytes]:
     """Start ``command`` in its own session (log and PID in .tmp/ui/, no stdin) without waiting for it: servers
     that start side by side (``wait_healthy`` each afterwards) overlap their start-up. ``env``: its environment
-    instead of this process's (telemetry off and the project's ``PREFECT_HOME`` either way)."""
+    instead of this process's (telemetry off and the project's ``PREFECT_HOME`` either way; a Prefect server
+    gets its own origin's CORS and CSRF protection, ``prefect_server_env``)."""
     # MLflow's server otherwise forks 7 job consumers (~280 MB each) for GenAI jobs seed never uses.
     env = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **(os.environ if env is None else env),
            "DO_NOT_TRACK": "true", "MLFLOW_DISABLE_TELEMETRY": "true", "PREFECT_HOME": str(prefect_home())}
     if name.startswith("prefect"):  # its UI calls the API here: `--port` alone leaves the UI on port 4200
         env["PREFECT_UI_API_URL"] = health_url.removesuffix("/health")
+        env |= prefect_server_env(health_url)
     with open(ui_dir() / f"{name}.log", "ab") as log:
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True, env=env, cwd=cwd)
@@ -162,14 +211,15 @@ def prefect_home() -> Path:
 
 def use_project_prefect() -> str:
     """For a process about to import Prefect without ``$PREFECT_API_URL``: report to ``seed ui``'s server
-    when it is up, else to a temporary server on the project's database (``prefect_home``). Returns
-    the API URL or the database directory used.
+    when it is up (with ``seed ui --auth``'s credentials), else to a temporary server on the project's database
+    (``prefect_home``). Returns the API URL or the database directory used.
 
     Under ``dvc repro`` / ``dvc exp run`` the stages of one DVC process share that temporary server
     (``repro_prefect_api``): Prefect 3 would otherwise start a server per stage process (~8 s each on 2 cores).
     """
     if url := ui_url("prefect"):
         os.environ["PREFECT_API_URL"] = f"{url}/api"
+        os.environ.update(client_auth_env(os.environ["PREFECT_API_URL"], None))  # `seed ui --auth`'s credentials
         return os.environ["PREFECT_API_URL"]
     os.environ["PREFECT_HOME"] = str(prefect_home())
     dvc_pid = dvc_ancestor()

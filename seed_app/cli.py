@@ -187,24 +187,44 @@ def init() -> None:
 
 @app.command()
 def ui(prefect_port: int = 4200, mlflow_port: int = 5000,
-       stop: Annotated[bool, typer.Option("--stop", help="stop the servers `seed ui` started")] = False) -> None:
+       stop: Annotated[bool, typer.Option("--stop", help="stop the servers `seed ui` started")] = False,
+       auth: Annotated[bool, typer.Option("--auth", help="basic auth on both servers (shared machines): user seed, "
+                                                         "password $SEED_UI_PASSWORD or a random one, printed "
+                                                         "once")] = False) -> None:
     """Start the Prefect and MLflow UIs on 127.0.0.1 (detached) and print their URLs and PIDs; `seed run`
-    and `dvc repro` then report to this Prefect server (else they record into the same database, .prefect/)."""
+    and `dvc repro` then report to this Prefect server (else they record into the same database, .prefect/).
+    Both accept web requests from their own origin only (CORS, CSRF, allowed hosts); `--auth` adds the servers'
+    basic auth, whose credentials seed's own processes read from .tmp/ui/auth.json (mode 0600)."""
     from flows import servers
     from seed_app import services
 
     if stop:
         for server in ("prefect", "mlflow"):
             typer.echo(f"{server}: stopped PID {servers.stop(server)}")
+        services.forget_credentials()
         return
-    commands = services.server_commands(prefect_port, mlflow_port)
+    commands = services.server_commands(prefect_port, mlflow_port, auth)
+    if auth and (running := [name for name, (_, health, _) in commands.items() if servers.healthy(health)]):
+        typer.echo(f"seed: {' and '.join(running)} already running; `seed ui --stop` first (an --auth start sets "
+                   "a new password)", err=True)
+        raise typer.Exit(1)
     try:
-        pids = services.start_all(commands)
+        credentials = services.new_credentials() if auth else None
+        if not auth and not any(servers.healthy(health) for _, health, _ in commands.values()):
+            services.forget_credentials()  # an earlier `--auth` start's, not these servers'
+        pids = services.start_all(commands, services.auth_env(*credentials[:2]) if credentials else None)
     except RuntimeError as err:
+        if auth:
+            services.forget_credentials()
         typer.echo(f"seed: {err}", err=True)
         raise typer.Exit(1) from None
     for server, (command, health, url) in commands.items():
         typer.echo(f"{server}: {url}  (PID {pids[server]}, log .tmp/ui/{server}.log)")
+    if credentials:
+        user, password, generated = credentials
+        shown = f"password {password}  (shown once; also in .tmp/ui/auth.json, mode 0600)" if generated else \
+            f"password from ${services.PASSWORD_VAR}"
+        typer.echo(f"basic auth: user {user}, {shown}; Prefect's UI asks for {user}:<password>")
     typer.echo(f"export PREFECT_API_URL=http://127.0.0.1:{prefect_port}/api   # flows then show in the Prefect UI")
     typer.echo("stop with: seed ui --stop")
 
@@ -213,15 +233,19 @@ def ui(prefect_port: int = 4200, mlflow_port: int = 5000,
 def serve() -> None:
     """Serve the `seed-pipeline/ui` deployment (trigger and schedule runs from the Prefect UI). Each run holds the
     workspace (``seed_app.workspace``) like `seed run`; one that finds it in use fails naming the holder."""
-    from flows.servers import healthy
+    from flows.servers import client_auth_env, healthy
     from seed_app.dvc_run import serve_deployment
 
     url = endpoint_env("PREFECT_API_URL") or "http://127.0.0.1:4200/api"
     if not healthy(f"{url}/health"):
         typer.echo(f"seed: no Prefect server at {url}; start one with `seed ui` (or set PREFECT_API_URL)", err=True)
         raise typer.Exit(2)
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     os.environ["PREFECT_API_URL"] = url  # served runs report to that server
-    serve_deployment()
+    os.environ.update(client_auth_env(url, None))  # with `seed ui --auth`'s credentials
+    with temporary_settings({PREFECT_API_URL: url}):  # reads the environment again: Prefect is imported already
+        serve_deployment()
 
 
 @app.command()

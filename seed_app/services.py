@@ -19,20 +19,76 @@ from seed_core.config import endpoint_env, project_root
 from seed_core.tracking import artifact_location, tracking_uri
 
 
-def server_commands(prefect_port: int, mlflow_port: int) -> dict[str, tuple[list[str], str, str]]:
-    """name -> (command, health URL, UI URL); the binaries are the ones beside this interpreter."""
-    return {"prefect": servers.prefect_server(prefect_port), "mlflow": mlflow_server(mlflow_port)}
+def server_commands(prefect_port: int, mlflow_port: int,
+                    auth: bool = False) -> dict[str, tuple[list[str], str, str]]:
+    """name -> (command, health URL, UI URL); the binaries are the ones beside this interpreter. Both servers
+    protect themselves with their own settings: Prefect's CORS and CSRF (``flows.servers.prefect_server_env``, set
+    by ``spawn``), MLflow's allowed hosts and CORS origins (``mlflow_server``); ``auth``: MLflow's basic-auth app
+    (its credentials and Prefect's come from ``auth_env``)."""
+    return {"prefect": servers.prefect_server(prefect_port), "mlflow": mlflow_server(mlflow_port, auth)}
 
 
-def mlflow_server(port: int) -> tuple[list[str], str, str]:
+def mlflow_server(port: int, auth: bool = False) -> tuple[list[str], str, str]:
     """(command, health URL, UI URL) of an MLflow server on 127.0.0.1:``port`` over the project's store;
-    artifacts stay where the store keeps them (``artifact_location``), written by the clients directly."""
+    artifacts stay where the store keeps them (``artifact_location``), written by the clients directly.
+    MLflow's security settings: the ``Host`` header must be this server's (``--allowed-hosts``: no DNS rebinding)
+    and state-changing API calls from a web origin other than its own are refused (``--cors-allowed-origins``;
+    MLflow 3 also always lets ``localhost`` origins through). ``auth``: ``--app-name basic-auth``."""
     uri, url = tracking_uri(), f"http://127.0.0.1:{port}"
     command = [str(Path(sys.executable).with_name("mlflow")), "server", "--backend-store-uri", uri, "--host",
-               "127.0.0.1", "--port", str(port), "--workers", "1"]
+               "127.0.0.1", "--port", str(port), "--workers", "1", "--allowed-hosts",
+               f"127.0.0.1:{port},localhost:{port}", "--cors-allowed-origins",
+               f"http://127.0.0.1:{port},http://localhost:{port}", *(["--app-name", "basic-auth"] if auth else [])]
     if artifact_location(uri):
         command += ["--default-artifact-root", str(artifact_location(uri))]
     return command, f"{url}/health", url
+
+
+AUTH_USER = "seed"
+"""The user name of ``seed ui --auth``'s servers (MLflow's admin user, Prefect's auth string ``seed:<password>``)."""
+PASSWORD_VAR = "SEED_UI_PASSWORD"
+"""Where ``seed ui --auth`` takes the password from, if set (else it generates one); at least 12 characters."""
+
+
+def new_credentials() -> tuple[str, str, bool]:
+    """(user, password, generated) for ``seed ui --auth``: ``$SEED_UI_PASSWORD`` or a random one, written to
+    ``.tmp/ui/auth.json`` with mode 0600 (``flows.servers.ui_credentials``: the pipeline runs and stage processes
+    read it there; nothing logs it). MLflow's user store of an earlier ``--auth`` start is dropped, so its admin
+    user is created again with this password."""
+    import json
+    import secrets
+
+    password = os.environ.get(PASSWORD_VAR) or secrets.token_urlsafe(24)  # a secret seed ui reads itself
+    if len(password) < 12:  # MLflow's rule for its admin password
+        raise RuntimeError(f"${PASSWORD_VAR} must have at least 12 characters (MLflow's basic-auth rule)")
+    path = servers.ui_dir() / servers.AUTH_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # also when the file was there before
+    with os.fdopen(fd, "w") as out:
+        json.dump({"username": AUTH_USER, "password": password}, out)
+    (servers.ui_dir() / "mlflow-auth.db").unlink(missing_ok=True)
+    return AUTH_USER, password, not os.environ.get(PASSWORD_VAR)
+
+
+def forget_credentials() -> None:
+    """Remove ``seed ui --auth``'s credentials file (the servers are stopped, or started without ``--auth``)."""
+    (servers.ui_dir() / servers.AUTH_FILE).unlink(missing_ok=True)
+
+
+def auth_env(user: str, password: str) -> dict[str, dict[str, str]]:
+    """name -> the environment ``seed ui --auth`` adds to each server: Prefect's basic-auth string
+    (``PREFECT_SERVER_API_AUTH_STRING``), MLflow's basic-auth app config (``.tmp/ui/mlflow-auth.ini``: its own
+    user store beside it, no permission for other users), admin user and password, and the random Flask secret
+    its CSRF protection needs; secrets in the environment only, never on a command line."""
+    import secrets
+
+    ini = servers.ui_dir() / "mlflow-auth.ini"
+    ini.write_text(f"[mlflow]\ndefault_permission = NO_PERMISSIONS\n"
+                   f"database_uri = sqlite:///{servers.ui_dir() / 'mlflow-auth.db'}\nadmin_username = {user}\n"
+                   "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
+    return {"prefect": {"PREFECT_SERVER_API_AUTH_STRING": f"{user}:{password}"},
+            "mlflow": {"MLFLOW_AUTH_CONFIG_PATH": str(ini), "MLFLOW_AUTH_ADMIN_USERNAME": user,
+                       "MLFLOW_AUTH_ADMIN_PASSWORD": password, "MLFLOW_FLASK_SERVER_SECRET_KEY": secrets.token_hex(32)}}
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -45,10 +101,12 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
-def start_all(commands: dict[str, tuple[list[str], str, str]]) -> dict[str, int | str]:
+def start_all(commands: dict[str, tuple[list[str], str, str]],
+              env: dict[str, dict[str, str]] | None = None) -> dict[str, int | str]:
     """Start every server that is not already up (healthy at its health URL), or none: a port held by
     something else is a ``RuntimeError`` naming it before anything starts, and a server that fails to
-    start stops the ones started before it. Returns name -> PID (``already running`` for a live one)."""
+    start stops the ones started before it. ``env``: name -> variables added to that server's environment.
+    Returns name -> PID (``already running`` for a live one)."""
     out: dict[str, int | str] = {}
     for name, (command, health, url) in commands.items():
         if servers.healthy(health):
@@ -60,7 +118,9 @@ def start_all(commands: dict[str, tuple[list[str], str, str]]) -> dict[str, int 
     try:
         for name, (command, health, url) in commands.items():
             if name not in out:
-                started.append((name, servers.start(name, command, health)))
+                extra = (env or {}).get(name)
+                started.append((name, servers.start(name, command, health, env={**os.environ, **extra} if extra
+                                                    else None)))
                 out[name] = started[-1][1].pid
                 servers.record_url(name, url)
     except BaseException:
@@ -175,7 +235,9 @@ def pipeline_servers() -> Iterator[tuple[str, str]]:
     ``$SEED_STAGE_SERVER`` the stage server's socket, so the parent run and every stage process use them; a
     nested call (``seed run``'s pipeline flow calls ``run_pipeline``) starts nothing new. Their PID, URL and log
     files are this run's own (``run_name``: ``.tmp/ui/<server>-<pid>-run.*``), never ``seed ui``'s or another
-    run's, and only the servers this call started are stopped.
+    run's, and only the servers this call started are stopped. With ``seed ui --auth``'s servers, their
+    credentials reach this process's MLflow client, its Prefect settings from the next ``temporary_settings`` on
+    (which read the environment again, as ``run_in_flow``'s), and the stage processes (``client_auth_env``).
 
     Why servers: without Prefect's, every stage process would start its own temporary one (~10 s each, and
     concurrent first starts race on the database: stack-notes pitfall 6). Without MLflow's, every stage
@@ -195,9 +257,11 @@ def pipeline_servers() -> Iterator[tuple[str, str]]:
         mlflow = temporary[run_name("mlflow")][2]
     prune_run_logs()
     started: list[tuple[str, subprocess.Popen[bytes]]] = []
-    saved = {var: os.environ.get(var) for var in ("MLFLOW_TRACKING_URI", warm.SOCKET_VAR)}
+    saved = {var: os.environ.get(var)
+             for var in ("MLFLOW_TRACKING_URI", warm.SOCKET_VAR, *servers.CLIENT_AUTH_VARS)}
     socket_dir = None
     try:
+        os.environ.update(servers.client_auth_env(prefect, mlflow))  # `seed ui --auth`'s: this process and stages
         for name, (command, health, _) in temporary.items():
             env = {**TEMPORARY_PREFECT_ENV, **os.environ} if name == prefect_run else None
             started.append((name, servers.spawn(name, command, health, env=env)))
