@@ -395,7 +395,10 @@ class SweepConfig(Section):
 
 class EvalConfig(Section):
     num_tasks: int = Field(8, ge=1)
-    """Episodes per split."""
+    """Instances per split: the first ``num_tasks`` of the split's fixed panel ``data/panels/<env>-<split>.json``
+    (``seed_core.task_sets``), all of them when the panel covers the whole split and holds fewer."""
+    repeats: int = Field(1, ge=1)
+    """Episodes per instance, each with its own sampling seed; success is their mean (the papers' avg@k)."""
     splits: list[str] = Field(["test"], min_length=1)
     """Environment splits to evaluate (ALFWorld: valid_seen, valid_unseen)."""
     skill_prompt: bool = False

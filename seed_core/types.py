@@ -140,6 +140,9 @@ class EvalRecord:
     checkpoint: str
     score: float | None = None
     """The episode's partial task score in [0, 1] (WebShop's purchase score), ``None`` when the env has none."""
+    repeat: int = 0
+    """Which of the ``eval.repeats`` plays of the instance ``task_id`` this episode is (0-based; files written
+    before repeats existed load with 0)."""
     format_valid_rate: float | None = None
     """Share of the episode's steps whose response was well-formed (``StepRecord.format_valid``: the env's parser
     found one valid action); ``None`` in files written before it was recorded."""

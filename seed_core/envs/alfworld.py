@@ -3,7 +3,8 @@
 * Tasks: one task per playable game of a split (``seed_core.alfworld.games``): ``train`` (the real
   train split, else the generated games), ``valid_seen`` (in distribution), ``valid_unseen`` (out of
   distribution), ``valid_train``. ``Task.payload = {"gamefile": path}``, ``Task.task_type`` is the
-  table label (pick, look, clean, heat, cool, pick2).
+  table label (pick, look, clean, heat, cool, pick2). Evaluation plays the fixed panel
+  ``data/panels/alfworld-<split>.json`` (``seed_core.panels``): game paths relative to $ALFWORLD_DATA.
 * Play: ``AlfredDemangler(PddlEnv)`` with ``won`` and ``admissible_commands`` only, no planner in the
   loop (``seed_core.alfworld.engine``). Reward 10 on the step that wins, else 0 (verl-agent text mode);
   the format penalty is the trainer's (``env.invalid_action_penalty``). An inadmissible command is a
@@ -29,12 +30,13 @@ import random
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar, Sequence
 
 from seed_core.alfworld import oracle, solver
 from seed_core.alfworld.engine import Engine
 from seed_core.alfworld.facts import Goal, goal_from_problem, world_from_problem
-from seed_core.alfworld.games import SPLITS, TASK_TYPES, game_key, split_games, task_type_label
+from seed_core.alfworld.games import (SPLITS, TASK_TYPES, data_root, game_key, generated_dir, split_games,
+                                      task_type_label)
 from seed_core.config import EnvConfig
 from seed_core.envs.base import ENVS, TimeLimit
 from seed_core.envs.prompt_parts import history_block, project_action_tag
@@ -103,11 +105,35 @@ class ALFWorldEnv(TimeLimit):
             indices = list(range(len(games)))
         else:
             indices = random.Random(seed).sample(range(len(games)), n)
-        return [
-            Task(env=self.name, task_id=f"alfworld-{split}-{game_key(games[i]).replace('/', '-')}", seed=i,
-                 split=split, task_type=task_type_label(games[i]), payload={"gamefile": str(games[i])})
-            for i in indices
-        ]
+        return [self._game_task(split, games[i], i) for i in indices]
+
+    def _game_task(self, split: str, game: Path, index: int) -> Task:
+        return Task(env=self.name, task_id=f"alfworld-{split}-{game_key(game).replace('/', '-')}", seed=index,
+                    split=split, task_type=task_type_label(game), payload={"gamefile": str(game)})
+
+    def _game_id(self, game: Path) -> str:
+        """A game's path relative to $ALFWORLD_DATA (``json_2.1.1/<split>/<task>/<trial>/game.tw-pddl``), or to
+        ``env.alfworld.generated_dir`` for a generated training game: the same id on every machine."""
+        root = data_root()
+        if root is not None and game.is_relative_to(root):
+            return game.relative_to(root).as_posix()
+        return game.relative_to(generated_dir(self.cfg.alfworld)).as_posix()
+
+    def panel_universe(self, split: str) -> list[str]:
+        """The playable games of ``split`` as ids (``_game_id``), sorted."""
+        return sorted(self._game_id(g) for g in split_games(split, self.cfg.alfworld))
+
+    def panel_source(self) -> dict[str, Any]:
+        return {}
+
+    def panel_tasks(self, split: str, ids: Sequence[int | str]) -> list[Task]:
+        """The games of these ids under this machine's $ALFWORLD_DATA; a game it lacks is refused by name."""
+        games = {self._game_id(g): g for g in split_games(split, self.cfg.alfworld)}
+        index = {key: (i, games[key]) for i, key in enumerate(sorted(games))}  # seed: the id's rank, not the listing's
+        if missing := [str(i) for i in ids if str(i) not in index]:
+            raise ValueError(f"alfworld: {len(missing)} panel game(s) of split {split!r} are not playable games "
+                             f"here, e.g. {missing[0]} (ALFWORLD_DATA={data_root()})")
+        return [self._game_task(split, index[str(i)][1], index[str(i)][0]) for i in ids]
 
     # --- play -------------------------------------------------------------------------------------
 

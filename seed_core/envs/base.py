@@ -5,6 +5,7 @@ episode at a time (the rollout keeps one instance per trajectory and steps them 
 
     env = ENVS.get("sokoban")(cfg.env)
     tasks = env.make_tasks("train", n=4, seed=0)        # deterministic task list
+    tasks = env.panel_tasks("test", [1000000, 1000001])   # evaluation: the instance ids of a panel
     obs = env.reset(tasks[0])                             # first observation (raw, no template)
     prompt = env.build_prompt(obs, history, step=0)       # the paper's template for this env
     parsed = env.parse_action(response_text)              # ParsedAction(action, valid)
@@ -22,7 +23,7 @@ Besides play, an environment owns its success metric (``StepResult.won``), an ex
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, Sequence, runtime_checkable
 
 from seed_core.config import EnvConfig
 from seed_core.registry import Registry
@@ -39,6 +40,17 @@ class TextEnv(Protocol):
 
     def make_tasks(self, split: str, n: int, seed: int) -> list[Task]:
         """``n`` tasks of ``split``, deterministic in ``seed``; raises ValueError for an unknown split."""
+
+    def panel_universe(self, split: str) -> Sequence[int | str]:
+        """Every instance id of ``split``, sorted, whatever the file-system order (the ids a fixed evaluation
+        panel, ``seed_core.panels``, is drawn from: task seeds, goal or row indices, ALFWorld game paths)."""
+
+    def panel_source(self) -> dict[str, Any]:
+        """The config values that decide what an instance id means (a catalogue, a data set); ``{}`` when an
+        id means the same instance under every config of the environment."""
+
+    def panel_tasks(self, split: str, ids: Sequence[int | str]) -> list[Task]:
+        """The tasks of these instance ids, in this order; raises ValueError for an id not in the split."""
 
     def reset(self, task: Task) -> str:
         """Start ``task``; return the first raw observation."""

@@ -25,12 +25,13 @@ import json
 import random
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from seed_core.config import EnvConfig
 from seed_core.envs.base import ENVS, TimeLimit
-from seed_core.envs.prompt_parts import history_block, make_seeded_tasks
+from seed_core.envs.prompt_parts import history_block, make_seeded_tasks, seed_universe, seeded_tasks
 from seed_core.types import HistoryItem, ParsedAction, StepResult, Task
 
 NUMBERS = tuple(str(v) for v in range(1, 11))
@@ -215,6 +216,16 @@ class EZPointsEnv(TimeLimit):
 
     def make_tasks(self, split: str, n: int, seed: int) -> list[Task]:
         return make_seeded_tasks(self.name, "ezpoints", split, n, seed)
+
+    def panel_universe(self, split: str) -> range:
+        """The split's task seeds (a seed rebuilds the whole instance)."""
+        return seed_universe(self.name, split)
+
+    def panel_source(self) -> dict[str, Any]:
+        return {}
+
+    def panel_tasks(self, split: str, ids: Sequence[int | str]) -> list[Task]:
+        return seeded_tasks(self.name, "ezpoints", split, [int(i) for i in ids])
 
     def _reset(self, task: Task) -> str:
         self._game, self._labels = self.new_game(task)

@@ -1,6 +1,7 @@
 """Pieces shared by the in-repo text games (``sokoban``, ``ezpoints``).
 
-Owns: the seeded task lists of the ``train``/``test`` splits (disjoint seed spaces), the verl-agent
+Owns: the seeded task lists of the ``train``/``test`` splits (disjoint seed spaces; ``seed_universe`` and
+``seeded_tasks`` for the fixed evaluation panels), the verl-agent
 history block (``SimpleMemory.fetch`` layout, 1-based step numbers), and small response checks
 (tag extraction, CJK detection) used by the action parsers.
 """
@@ -30,7 +31,21 @@ def make_seeded_tasks(env: str, task_type: str, split: str, n: int, seed: int) -
     if not 0 <= n <= SEEDS_PER_SPLIT:
         raise ValueError(f"{env}: n={n} tasks is outside 0..{SEEDS_PER_SPLIT}; ask for fewer tasks")
     picks = random.Random(seed).sample(range(SEEDS_PER_SPLIT), n)
-    seeds = [SPLIT_OFFSETS[split] + p for p in picks]
+    return seeded_tasks(env, task_type, split, [SPLIT_OFFSETS[split] + p for p in picks])
+
+
+def seed_universe(env: str, split: str) -> range:
+    """Every task seed of ``split`` (the instances a fixed evaluation panel is drawn from, ``seed_core.panels``)."""
+    if split not in SPLIT_OFFSETS:
+        raise ValueError(f"{env}: unknown split {split!r}; choose one of {', '.join(SPLIT_OFFSETS)}")
+    return range(SPLIT_OFFSETS[split], SPLIT_OFFSETS[split] + SEEDS_PER_SPLIT)
+
+
+def seeded_tasks(env: str, task_type: str, split: str, seeds: list[int]) -> list[Task]:
+    """The generated tasks of these seeds, in this order (a seed outside the split's range is refused)."""
+    universe = seed_universe(env, split)
+    if bad := [s for s in seeds if s not in universe]:
+        raise ValueError(f"{env}: seed {bad[0]} is not a {split!r} seed ({universe.start}..{universe.stop - 1})")
     return [Task(env=env, task_id=f"{env}-{split}-{s}", seed=s, split=split, task_type=task_type) for s in seeds]
 
 

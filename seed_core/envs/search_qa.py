@@ -30,6 +30,7 @@ import re
 import shutil
 import string
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -204,18 +205,40 @@ class SearchQAEnv(TimeLimit):
     def make_tasks(self, split: str, n: int, seed: int) -> list[Task]:
         """``n`` questions of ``split`` drawn with ``seed``; all of them (file order) when ``n <= 0`` or
         ``n`` covers the split. Task ids use the row number (Search-R1's own ids repeat across sources)."""
+        rows = self.panel_universe(split)
+        everything = n <= 0 or n >= len(rows)
+        return self.panel_tasks(split, list(rows) if everything else random.Random(seed).sample(rows, n))
+
+    def _split_items(self, split: str) -> list[QAItem]:
         items = load_data(self.settings).splits.get(split)
         if items is None:
             known = ", ".join(load_data(self.settings).splits)
             raise ValueError(f"search_qa: unknown split {split!r}; this data has {known}")
-        everything = n <= 0 or n >= len(items)
-        indices = list(range(len(items))) if everything else random.Random(seed).sample(range(len(items)), n)
+        return items
+
+    def panel_universe(self, split: str) -> range:
+        """The row numbers of ``split`` (file order)."""
+        return range(len(self._split_items(split)))
+
+    def panel_source(self) -> dict[str, Any]:
+        """A row number means a row of this data: ``env.search_qa.data_dir``, or the generated set's size keys."""
+        qa = self.settings
+        if qa.data_dir:
+            return {"env.search_qa.data_dir": qa.data_dir}
+        return {"env.search_qa.data_dir": "", "env.search_qa.num_people": qa.num_people,
+                "env.search_qa.num_test": qa.num_test}
+
+    def panel_tasks(self, split: str, ids: Sequence[int | str]) -> list[Task]:
+        items = self._split_items(split)
+        if bad := [i for i in ids if not 0 <= int(i) < len(items)]:
+            raise ValueError(f"search_qa: row {bad[0]} is not a row of split {split!r} ({len(items)} rows)")
         return [
-            Task(env=self.name, task_id=f"search_qa-{split}-{i}", seed=i, split=split,
-                 task_type=items[i].data_source,
-                 payload={"id": items[i].id, "question": items[i].question,
-                          "golden_answers": list(items[i].golden_answers), "gold_docs": list(items[i].gold_docs)})
-            for i in indices
+            Task(env=self.name, task_id=f"search_qa-{split}-{i}", seed=int(i), split=split,
+                 task_type=items[int(i)].data_source,
+                 payload={"id": items[int(i)].id, "question": items[int(i)].question,
+                          "golden_answers": list(items[int(i)].golden_answers),
+                          "gold_docs": list(items[int(i)].gold_docs)})
+            for i in ids
         ]
 
     def _reset(self, task: Task) -> str:

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from seed_core.config import EnvConfig
 from seed_core.envs.base import ENVS, TimeLimit
@@ -29,6 +31,8 @@ from seed_core.envs.prompt_parts import (
     has_think_block,
     history_block,
     make_seeded_tasks,
+    seed_universe,
+    seeded_tasks,
     tag_contents,
 )
 from seed_core.types import HistoryItem, ParsedAction, StepResult, Task
@@ -269,6 +273,16 @@ class SokobanEnv(TimeLimit):
 
     def make_tasks(self, split: str, n: int, seed: int) -> list[Task]:
         return make_seeded_tasks(self.name, "sokoban", split, n, seed)
+
+    def panel_universe(self, split: str) -> range:
+        """The split's task seeds (a seed rebuilds the whole instance)."""
+        return seed_universe(self.name, split)
+
+    def panel_source(self) -> dict[str, Any]:
+        return {}
+
+    def panel_tasks(self, split: str, ids: Sequence[int | str]) -> list[Task]:
+        return seeded_tasks(self.name, "sokoban", split, [int(i) for i in ids])
 
     def _reset(self, task: Task) -> str:
         self._level = self.level(task)

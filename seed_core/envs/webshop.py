@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -99,17 +100,32 @@ class WebShopEnv(TimeLimit):
 
     def make_tasks(self, split: str, n: int, seed: int) -> list[Task]:
         """``n`` goals of ``split`` drawn with ``seed`` (all, in order, when ``n <= 0`` or ``n`` covers it)."""
+        pool = list(self.panel_universe(split))
+        picks = pool if n <= 0 or n >= len(pool) else random.Random(seed).sample(pool, n)
+        return self.panel_tasks(split, picks)
+
+    def panel_universe(self, split: str) -> range:
+        """The goal indices of ``split``: ``[0, num_test_goals)`` are test, the rest train."""
         total, n_test = self.engine.num_goals, self.settings.num_test_goals
         if not 0 < n_test < total:
             raise ValueError(f"env.webshop.num_test_goals={n_test} must be in 1..{total - 1} ({total} goals)")
         ranges = {"test": range(0, n_test), "train": range(n_test, total)}
         if split not in ranges:
             raise ValueError(f"webshop: unknown split {split!r}; choose one of {', '.join(ranges)}")
-        pool = list(ranges[split])
-        picks = pool if n <= 0 or n >= len(pool) else random.Random(seed).sample(pool, n)
-        return [Task(env=self.name, task_id=f"webshop-{split}-{i}", seed=i, split=split,
-                     task_type=self.engine.goal_category(i), payload={"goal_index": i})
-                for i in picks]
+        return ranges[split]
+
+    def panel_source(self) -> dict[str, Any]:
+        """A goal index means a goal of this catalogue: the env.webshop keys that build it."""
+        keys = ("backend", "data_dir", "num_products", "num_test_goals", "human_goals")
+        return {f"env.webshop.{k}": getattr(self.settings, k) for k in keys}
+
+    def panel_tasks(self, split: str, ids: Sequence[int | str]) -> list[Task]:
+        universe = self.panel_universe(split)
+        if bad := [i for i in ids if int(i) not in universe]:
+            raise ValueError(f"webshop: goal {bad[0]} is not a {split!r} goal ({universe.start}..{universe.stop - 1})")
+        return [Task(env=self.name, task_id=f"webshop-{split}-{i}", seed=int(i), split=split,
+                     task_type=self.engine.goal_category(int(i)), payload={"goal_index": int(i)})
+                for i in ids]
 
     def _reset(self, task: Task) -> str:
         raw = self.engine.reset(int(task.payload.get("goal_index", task.seed)))

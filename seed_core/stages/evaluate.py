@@ -10,6 +10,13 @@ it also runs the ``skill_prompt`` baseline: each task is played once, the policy
 and the task is replayed with that skill in the prompt (rows ``<method>_replay``; a second attempt with
 feedback, *not* the paper's "*" rows). All of these rows have ``skill_prompt = True``.
 
+Which instances: each split's fixed panel ``data/panels/<env>-<split>.json`` (``seed_core.task_sets``), its
+first ``eval.num_tasks`` ids in panel order, the same on every machine; a missing panel stops the stage naming
+the file and the command that writes it. Each instance is played ``eval.repeats`` times (repeat ``r`` samples
+with ``task_seed(cfg, "eval", r)``, so repeat 0 is the same episode whatever ``eval.repeats``); the rates are
+means over all episodes (the papers' avg@k) and ``episodes.parquet`` keeps one row per episode (``task_id``,
+``repeat``): the per-instance results (``per_instance``).
+
 Metrics (``metrics.json`` and the tracker): ``eval/success_rate``, ``eval/<split>/success_rate`` and
 ``eval/<split>/<task_type>/success_rate``; for environments with a partial task score (WebShop) the
 same keys with ``score`` (mean score in [0, 1]; the paper's WebShop "Score" is it x 100). Score keys
@@ -21,20 +28,24 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import write_json, write_records
 from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.logs import Progress
-from seed_core.task_sets import require_tasks, task_seed
+from seed_core.task_sets import panel_tasks, task_seed
 from seed_core.tracking import NullTracker, Tracker
-from seed_core.types import EvalRecord, StepRecord
+from seed_core.types import EvalRecord, StepRecord, Task
+
+if TYPE_CHECKING:
+    from seed_core.envs.base import TextEnv
 
 log = logging.getLogger(__name__)
 
 
-def to_eval_records(records: Sequence[StepRecord], method: str, checkpoint: str, skill_prompt: bool) -> list[EvalRecord]:
+def to_eval_records(records: Sequence[StepRecord], method: str, checkpoint: str, skill_prompt: bool,
+                    repeat: int = 0) -> list[EvalRecord]:
     from seed_core.rollout.collector import group_by_trajectory
 
     out = []
@@ -43,8 +54,23 @@ def to_eval_records(records: Sequence[StepRecord], method: str, checkpoint: str,
         out.append(EvalRecord(method=method, env=r.env, split=r.split, task_id=r.task_id, task_type=r.task_type,
                               seed=r.seed, success=r.success, episode_return=r.episode_return,
                               length=r.episode_length, skill_prompt=skill_prompt, checkpoint=checkpoint,
-                              score=r.score,
+                              score=r.score, repeat=repeat,
                               format_valid_rate=sum(step.format_valid for step in steps) / len(steps)))
+    return out
+
+
+def per_instance(rows: Sequence[EvalRecord]) -> list[dict[str, object]]:
+    """One row per (method, split, task_id): its episodes, their success rate and mean score (None without
+    scores), in first-played order: the per-instance results behind an avg@k."""
+    groups: dict[tuple[str, str, str], list[EvalRecord]] = {}
+    for r in rows:
+        groups.setdefault((r.method, r.split, r.task_id), []).append(r)
+    out: list[dict[str, object]] = []
+    for (method, split, task_id), eps in groups.items():
+        scores = [e.score for e in eps if e.score is not None]
+        out.append({"method": method, "split": split, "task_id": task_id, "task_type": eps[0].task_type,
+                    "episodes": len(eps), "success_rate": sum(e.success for e in eps) / len(eps),
+                    "score": sum(scores) / len(scores) if scores else None})
     return out
 
 
@@ -67,6 +93,7 @@ def success_table(rows: Sequence[EvalRecord], skilled_key: str = "skill_prompt",
     for key, values in groups.items():
         metrics[key] = sum(values) / len(values) if values else 0.0
     metrics["eval/episodes"] = float(len(plain))
+    metrics["eval/instances"] = float(len({(r.split, r.task_id) for r in plain}))
     skilled = [r for r, mine in zip(rows, own) if r.skill_prompt and not mine]
     if skilled:
         metrics[f"eval/{skilled_key}/success_rate"] = sum(r.success for r in skilled) / len(skilled)
@@ -76,31 +103,70 @@ def success_table(rows: Sequence[EvalRecord], skilled_key: str = "skill_prompt",
     return metrics
 
 
-def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
-                 tracker: Tracker | None = None) -> dict[str, float]:
-    """Writes episodes.parquet (EvalRecord rows) and metrics.json; ``method`` names the rows, and a "*"
-    method (``seed_core.methods``) plays with the static skills only."""
+def eval_tasks(cfg: SeedConfig, env: TextEnv) -> dict[str, list[Task]]:
+    """split -> the tasks evaluation plays: the panel's first ``eval.num_tasks`` instances (``panel_tasks``)."""
+    return {split: panel_tasks(cfg, env, split) for split in cfg.eval.splits}
+
+
+def play_panel(cfg: SeedConfig, env: TextEnv, backend: Any, split: str, tasks: Sequence[Task], repeat: int,
+               library: Any, method: str, checkpoint: str, bar: Progress) -> tuple[list[EvalRecord], int]:
+    """Repeat ``repeat`` of every task of ``split`` (sampling seed ``task_seed(cfg, "eval", repeat)``): the
+    method's rows, its ``_replay`` rows (``eval.skill_prompt``) and its static-skill rows (``library``).
+    Returns the rows and the response tokens generated."""
     from seed_core.analyzer.annotate import annotate_trajectories, skills_by_traj
     from seed_core.analyzer.clients import CLIENTS
-    from seed_core.envs import make_env
     from seed_core.methods import METHODS, STAR
-    from seed_core.models import load_policy
-    from seed_core.rollout.backends import BACKENDS
     from seed_core.rollout.collector import group_by_trajectory, rollout, rollout_metrics
 
+    starred = method in METHODS and METHODS.get(method).with_skills
+    play = dict(group_size=1, temperature=cfg.generation.eval_temperature, max_new_tokens=cfg.generation.max_new_tokens,
+                seed=task_seed(cfg, "eval", repeat), policy_version=method,
+                group_tag=f"eval:{split}:" + (f"r{repeat}:" if repeat else ""))
+    rows: list[EvalRecord] = []
+    tokens = 0
+
+    def record(records: list[StepRecord], name: str, skilled: bool, **note: object) -> None:
+        nonlocal tokens
+        tokens += sum(len(r.response_ids) for r in records)
+        rows.extend(to_eval_records(records, name, checkpoint, skill_prompt=skilled, repeat=repeat))
+        bar.update(1, split=split, repeat=repeat, **note)
+
+    if not starred:  # a "*" method plays with the static skills only; extra episodes belong to plain ones
+        records = rollout(cfg.env, tasks, backend, **play)
+        record(records, method, False, success=f"{rollout_metrics(records, 'eval')['eval/success_rate']:.3f}")
+        if cfg.eval.skill_prompt:
+            client = CLIENTS.get("policy")(cfg, env=env, backend=backend)
+            notes = annotate_trajectories(group_by_trajectory(records), {t.task_id: t for t in tasks}, client,
+                                          parse_attempts=cfg.annotate.parse_attempts, policy_version=method, env=env)
+            by_traj = skills_by_traj(notes)
+            skills = {r.task_id: by_traj[r.traj_id] for r in records if r.traj_id in by_traj}
+            record(rollout(cfg.env, tasks, backend, skills=skills, **play), f"{method}_replay", True, replay=True)
+    if library is not None:
+        static = {t.task_id: library.skill_for(t.task_type, t.task_id) for t in tasks}
+        record(rollout(cfg.env, tasks, backend, skills=static, **play), method if starred else method + STAR, True,
+               static_skills=True)
+    return rows, tokens
+
+
+def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
+                 tracker: Tracker | None = None) -> dict[str, float]:
+    """Writes episodes.parquet (EvalRecord rows, one per episode) and metrics.json; ``method`` names the rows,
+    and a "*" method (``seed_core.methods``) plays with the static skills only. Every split plays its fixed
+    panel (``eval_tasks``) ``eval.repeats`` times."""
+    from seed_core.envs import make_env
+    from seed_core.methods import METHODS
+    from seed_core.models import load_policy
     from seed_core.preflight import check_services
+    from seed_core.rollout.backends import BACKENDS
 
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
     check_services(cfg)  # retriever / engines answer before the model loads
     env = make_env(cfg.env)
-    seed = task_seed(cfg, "eval")
-    split_tasks = {split: require_tasks(env.make_tasks(split, cfg.eval.num_tasks, seed=seed), cfg, split,
-                                        cfg.eval.num_tasks) for split in cfg.eval.splits}  # before the model loads
+    split_tasks = eval_tasks(cfg, env)  # before the model loads: a missing panel or empty split stops here
     if cfg.eval.with_skills and cfg.eval.skill_prompt:
         raise ValueError("eval.with_skills and eval.skill_prompt both add skill-prompted rows; set one of them")
     starred = method in METHODS and METHODS.get(method).with_skills
-    plain = not starred  # a "*" method plays with the static skills only; extra episodes belong to plain ones
     library = None
     if starred or cfg.eval.with_skills:  # "*" rows: the static skill of the task's type, never the episode's
         from seed_core.static_skills import for_config
@@ -110,37 +176,19 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
     backend = BACKENDS.get(cfg.generation.backend)(policy, cfg.generation)
     rows: list[EvalRecord] = []
     tokens = 0
-    passes = plain + (plain and cfg.eval.skill_prompt) + (library is not None)  # rollouts per split
-    bar = Progress(log, f"evaluate {method}", passes * len(split_tasks), "rollout", every_s=0.0, bar=False)
+    passes = (not starred) * (1 + cfg.eval.skill_prompt) + (library is not None)  # rollouts per split and repeat
+    bar = Progress(log, f"evaluate {method}", passes * len(split_tasks) * cfg.eval.repeats, "rollout", every_s=0.0,
+                   bar=False)
     for split, tasks in split_tasks.items():
-        play = dict(group_size=1, temperature=cfg.generation.eval_temperature,
-                    max_new_tokens=cfg.generation.max_new_tokens, seed=seed, policy_version=method,
-                    group_tag=f"eval:{split}:")
-        if plain:
-            records = rollout(cfg.env, tasks, backend, **play)
-            tokens += sum(len(r.response_ids) for r in records)
-            rows += to_eval_records(records, method, str(checkpoint), skill_prompt=False)
-            bar.update(1, split=split, success=f"{rollout_metrics(records, 'eval')['eval/success_rate']:.3f}")
-        if plain and cfg.eval.skill_prompt:
-            client = CLIENTS.get("policy")(cfg, env=env, backend=backend)
-            notes = annotate_trajectories(group_by_trajectory(records), {t.task_id: t for t in tasks}, client,
-                                          parse_attempts=cfg.annotate.parse_attempts, policy_version=method, env=env)
-            by_traj = skills_by_traj(notes)
-            skills = {r.task_id: by_traj[r.traj_id] for r in records if r.traj_id in by_traj}
-            replay = rollout(cfg.env, tasks, backend, skills=skills, **play)
-            tokens += sum(len(r.response_ids) for r in replay)
-            rows += to_eval_records(replay, f"{method}_replay", str(checkpoint), skill_prompt=True)
-            bar.update(1, split=split, replay=True)
-        if library is not None:
-            static = {t.task_id: library.skill_for(t.task_type, t.task_id) for t in tasks}
-            with_skills = rollout(cfg.env, tasks, backend, skills=static, **play)
-            tokens += sum(len(r.response_ids) for r in with_skills)
-            rows += to_eval_records(with_skills, method if starred else method + STAR, str(checkpoint),
-                                    skill_prompt=True)
-            bar.update(1, split=split, static_skills=True)
+        for repeat in range(cfg.eval.repeats):
+            new_rows, new_tokens = play_panel(cfg, env, backend, split, tasks, repeat, library, method,
+                                              str(checkpoint), bar)
+            rows += new_rows
+            tokens += new_tokens
     bar.close()
     write_records(rows, out_dir / "episodes.parquet", EvalRecord)
     metrics = success_table(rows, "with_skills" if cfg.eval.with_skills else "skill_prompt", method)
+    metrics["eval/repeats"] = float(cfg.eval.repeats)
     metrics["time/eval_s"] = time.perf_counter() - t0
     metrics["eval/tokens_per_s"] = tokens / max(metrics["time/eval_s"], 1e-9)
     write_json(out_dir / "metrics.json", metrics)
