@@ -26,12 +26,13 @@ episode's replay, de-duplicated and bounded to ``annotate.static_skill_tokens`` 
    single value, or one in quotes or next to an operator (``'4'``, ``4+8``), stays, so step 4 drops it.
 4. **Statements that still name one instance are dropped**: one naming a value of its episode's
    ``instance_values``; a number that is not a constant of the type (constants: the numbers in the first
-   prompt of *every* annotated episode of the type, from at least two tasks: EZPoints' target 12); quoted
+   prompt of *every* annotated episode of the type, from at least two tasks, that are no task's instance value:
+   EZPoints' target 12, not a card value its rules text happens to contain); quoted
    text that is neither in every first prompt of the type (``'='``) nor a phrase of step 3 (an agent's own
    answer ``'Paris'``, a formula ``'4+'``); a capitalized word found in its episode's first prompt but not in
    every first prompt of the type (a person, a card name); or a move-by-move replay (three or more
    comma-separated single words not closed by "and"/"or": "up, up, left"). A dropped sentence keeps those of
-   its ';'-clauses (after the first) that pass and have ``MIN_CLAUSE_WORDS`` words or more.
+   its ';'-clauses that pass and have ``MIN_CLAUSE_WORDS`` words or more.
 5. **De-duplication**: statements equal up to case, spacing and punctuation are one; a statement whose word
    set overlaps an already kept one by ``NEAR_DUPLICATE`` (Jaccard) or more is merged into it.
 6. **Ranking and budget**: by the number of distinct tasks a statement came from, then occurrences, then
@@ -215,7 +216,8 @@ class _TypeView:
     def of(cls, notes: Sequence[Note]) -> "_TypeView":
         prompts = tuple(sorted({n.task_id: n.prompt for n in notes if n.prompt and n.task_id}.values()))
         numbers = [set(_NUMBER.findall(p)) for p in prompts]
-        constants = frozenset(set.intersection(*numbers)) if len(prompts) >= 2 else frozenset()
+        values = {v.strip() for n in notes for v in n.values}  # a card value is no constant, even if a rule names it
+        constants = frozenset(set.intersection(*numbers) - values) if len(prompts) >= 2 else frozenset()
         return cls(prompts, constants)
 
     def everywhere(self, term: str, word: bool) -> bool:
@@ -252,7 +254,7 @@ def _type_level(statement: str, note: Note, view: "_TypeView") -> list[str]:
     """``statement`` when it is type-level; else its ';'-clauses that are (with ``MIN_CLAUSE_WORDS``)."""
     if not instance_specific(statement, note, view):
         return [statement] if len(_key(statement).split()) >= 3 else []
-    clauses = [_tidy(c).rstrip(".") + "." for c in statement.split(";")[1:]] if ";" in statement else []
+    clauses = [_tidy(c).rstrip(".") + "." for c in statement.split(";")] if ";" in statement else []
     return [c for c in clauses if len(_key(c).split()) >= MIN_CLAUSE_WORDS and not instance_specific(c, note, view)]
 
 
