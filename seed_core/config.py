@@ -459,9 +459,11 @@ def flatten(cfg: SeedConfig | dict[str, Any], prefix: str = "") -> dict[str, Any
     return out
 
 
-ENDPOINT_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MLFLOW_TRACKING_URI", "PREFECT_API_URL",
-                 "ALFWORLD_DATA", "MODELS_ROOT")
-SECRET_VARS = ("OPENAI_API_KEY",)
+SECRET_VARS = ("OPENAI_API_KEY", "SEED_UI_PASSWORD", "PREFECT_API_AUTH_STRING", "MLFLOW_TRACKING_PASSWORD")
+"""Never logged: a config value or tag that contains one is replaced by ``***`` (``seed_core.tracking.redact``);
+the last three are ``seed ui --auth``'s password as the user, Prefect's client and MLflow's client see it."""
+ENDPOINT_VARS = ("OPENAI_BASE_URL", "MLFLOW_TRACKING_URI", "PREFECT_API_URL", "ALFWORLD_DATA", "MODELS_ROOT",
+                 *SECRET_VARS)
 
 
 ENV_FILE = ".env"

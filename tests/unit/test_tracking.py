@@ -223,3 +223,10 @@ def test_linking_falls_back_to_a_copy_off_a_local_store(tmp_path: Path) -> None:
     assert not tracking.link_artifacts(ckpt, (tmp_path / "store").as_uri(), "checkpoint")  # the link fails
     assert tracking.link_artifacts(ckpt, (tmp_path / "ok").as_uri(), "checkpoint")
     assert (tmp_path / "ok" / "checkpoint" / "a.bin").stat().st_nlink == 2
+
+
+@pytest.mark.parametrize("name", ["SEED_UI_PASSWORD", "PREFECT_API_AUTH_STRING", "MLFLOW_TRACKING_PASSWORD"])
+def test_redact_hides_the_ui_password_in_each_of_its_variables(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``seed ui --auth``'s password reaches the clients through these variables: none may reach MLflow params."""
+    monkeypatch.setenv(name, "seed:pw-1234567890ab")
+    assert redact({"auth": "seed:pw-1234567890ab", "ok": 3}) == {"auth": "***", "ok": "3"}
