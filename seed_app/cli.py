@@ -9,6 +9,7 @@
     seed init                                  # the project's Prefect and MLflow stores (setup.sh runs it)
     seed serve                                 # the Prefect UI deployment (needs `seed ui`)
     seed table                                 # print reports/table.md
+    seed preflight                             # go/no-go of SEED's mechanism on the Stage-1 checkpoint (exit 0/1)
 """
 
 from __future__ import annotations
@@ -246,6 +247,48 @@ def serve() -> None:
     os.environ.update(client_auth_env(url, None))  # with `seed ui --auth`'s credentials
     with temporary_settings({PREFECT_API_URL: url}):  # reads the environment again: Prefect is imported already
         serve_deployment()
+
+
+@app.command()
+def preflight(preset: Annotated[Optional[Path], typer.Option(help="a params file from presets/")] = None,
+              set_: Annotated[Optional[list[str]], typer.Option("--set", "-S", help="KEY=VALUE")] = None,
+              checkpoint: Annotated[Optional[Path], typer.Option(
+                  help="the policy RL starts from (default: the workspace's data/sft/checkpoint)")] = None,
+              heldout: Annotated[int, typer.Option(help="held-out tasks (P(expert action), perf gap)")] = 32,
+              tasks: Annotated[int, typer.Option(help="round-0 train tasks (skills, gradients, advantages)")] = 8,
+              algorithm: Annotated[str, typer.Option(help="whose lambda, beta and teacher the round-0 measures use")]
+              = "seed",
+              threshold: Annotated[Optional[list[str]], typer.Option(
+                  help="NAME=VALUE: judge by another threshold than the issue's (the line says so)")] = None,
+              json_out: Annotated[Optional[Path], typer.Option("--json", help="write the preflight block here")]
+              = None) -> None:
+    """Before any RL: can the teacher teach? Measures the matched / mismatched skill's effect on P(expert action),
+    the teacher-student success gap, self-skill correctness, the distillation-to-PG gradient ratio and the share
+    of zero-advantage groups (``seed_core.mechanism``), one line each with its threshold and PASS/FAIL, then the
+    verdict. Exit 0 when every threshold passes, 1 when one fails, 2 on bad input."""
+    import json
+
+    from seed_core.io import KnownError
+    from seed_core.mechanism import THRESHOLDS, override_thresholds, run_preflight
+
+    overrides = parse_overrides(set_ or [])
+    try:
+        cfg = loader.load_config(preset or project_root() / "params.yaml", overrides or None)
+        from flows.common import stage_paths
+
+        table_ = override_thresholds(THRESHOLDS, threshold or [])
+        report = run_preflight(cfg, checkpoint or stage_paths(cfg).sft / "checkpoint", heldout=heldout, tasks=tasks,
+                               algorithm=algorithm, thresholds=table_)
+    except (ConfigError, KnownError) as err:
+        typer.echo(f"seed: {err}", err=True)
+        raise typer.Exit(2) from None
+    for line in report.lines():
+        typer.echo(line)
+    if threshold:
+        typer.echo(f"(thresholds overridden: {', '.join(threshold)})")
+    if json_out:
+        json_out.write_text(json.dumps(report.block(), indent=2) + "\n")
+    raise typer.Exit(0 if report.passed else 1)
 
 
 @app.command()

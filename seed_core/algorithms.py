@@ -22,6 +22,11 @@ mini-batch (token-means over the whole mini-batch, seed-algorithm.md §1.7):
 | seed_no_sft | base | ``policy`` | hindsight_after_task_line | 1 | gated OPD | GRPO | | SEED w/o hindsight-skill SFT |
 | seed_no_opd | sft | - | - | 1 | - | GRPO | | SEED w/o self-evolving OPD |
 | seed_static_library | sft | - | static_before_chat_template | 1 | gated OPD | GRPO | | SEED w/o on-policy skill |
+| seed_shuffled | sft | ``policy`` | hindsight_shuffled | 1 | gated OPD | GRPO | | (control) |
+| seed_empty | sft | ``policy`` | hindsight_empty | 1 | gated OPD | GRPO | | (control) |
+| seed_ungated | sft | ``policy`` | hindsight_after_task_line | 1 | gated OPD | GRPO | gate_beta 0 | (control) |
+| seed_oracle | sft | ``oracle`` | hindsight_after_task_line | 1 | gated OPD | GRPO | | (control) |
+| opsd_oracle | sft | ``oracle`` | hindsight_after_task_line | 0 | gated OPD | GRPO | pg_coef 0 | (control) |
 
 **Where a run starts** (``init``, seed-algorithm.md §8): the paper's baseline block is shared cell for cell with
 SDAR's table, whose runs have no Stage 1, so every baseline starts from the base model (``data/models/base``);
@@ -29,6 +34,14 @@ SEED and the rows that need the Stage-1 hindsight-skill checkpoint start from it
 starting checkpoint is also the KL reference. The last three rows are the paper's ablations (Table 2, ALFWorld
 3B: SEED 91.8; 86.0 / 87.0 / 84.4): SEED from the base model with its analyzer untrained; GRPO from the SFT
 checkpoint; SEED whose teacher context is the static offline skill library instead of its own analyses.
+
+**Controls** (issue 25, ``CONTROLS``; all from the Stage-1 checkpoint like SEED, so each differs from SEED in one
+part): a teacher whose skill is another task's with a different answer (``hindsight_shuffled``, same mask and
+comparable length) and one whose skill section is empty (``hindsight_empty``) separate hindsight *credit* from
+self-imitation of sampled tokens; ``seed_ungated`` is SEED with beta = 0 (g = 0.5 everywhere); ``seed_oracle`` is
+SEED whose skills come from the environment's rule-based oracle (``CLIENTS["oracle"]``) instead of self-analysis
+("distillation works" vs "self-analysis works"); ``opsd_oracle`` is distillation alone (no policy gradient) with
+the oracle's skills, the positive control.
 
 One owner per coefficient: a value an algorithm *defines* (GRPO+OPSD is beta = 0; OPSD has no policy
 gradient; Skill-SD's loss and lambda) lives in ``fixed`` here; every other value is the config's.
@@ -51,7 +64,7 @@ if TYPE_CHECKING:
 class Algorithm:
     name: str
     analyzer: str | None = None
-    """Who writes hindsight skills during RL: a key in CLIENTS (``policy``, ``checkpoint``), ``annotate``
+    """Who writes hindsight skills during RL: a key in CLIENTS (``policy``, ``checkpoint``, ``oracle``), ``annotate``
     (the Stage-1 client ``annotate.client``: ``openai`` or the offline ``oracle``), or None."""
     context: str | None = None
     """Key in TEACHER_CONTEXTS: how the teacher prompt is built; None = no teacher."""
@@ -93,6 +106,8 @@ GATED_LOSS = "gated_opd"
 
 HINDSIGHT = "hindsight_after_task_line"
 STATIC = "static_before_chat_template"
+SHUFFLED = "hindsight_shuffled"
+EMPTY = "hindsight_empty"
 
 for _algo in (
     Algorithm("grpo", label="GRPO"),
@@ -110,6 +125,15 @@ for _algo in (
     Algorithm("seed_no_sft", analyzer="policy", context=HINDSIGHT, distill=True, label="SEED w/o hindsight-skill SFT"),
     Algorithm("seed_no_opd", label="SEED w/o self-evolving OPD", init="sft"),
     Algorithm("seed_static_library", context=STATIC, distill=True, label="SEED w/o on-policy skill", init="sft"),
+    Algorithm("seed_shuffled", analyzer="policy", context=SHUFFLED, distill=True, label="SEED (shuffled skill)",
+              init="sft"),
+    Algorithm("seed_empty", analyzer="policy", context=EMPTY, distill=True, label="SEED (empty skill)", init="sft"),
+    Algorithm("seed_ungated", analyzer="policy", context=HINDSIGHT, distill=True, fixed=(("gate_beta", 0.0),),
+              label="SEED (beta = 0)", init="sft"),
+    Algorithm("seed_oracle", analyzer="oracle", context=HINDSIGHT, distill=True, label="SEED (oracle analyzer)",
+              init="sft"),
+    Algorithm("opsd_oracle", analyzer="oracle", context=HINDSIGHT, distill=True, fixed=(("pg_coef", 0.0),),
+              label="OPSD (oracle skills)", init="sft"),
 ):
     ALGORITHMS.register(_algo.name)(_algo)
 
@@ -119,18 +143,21 @@ INITS = ("base", "sft")
 ABLATIONS = ("seed", "seed_no_sft", "seed_no_opd", "seed_static_library", "seed_static")
 """The rows of the paper's ablation table (Table 2), SEED first; each other row's drop is measured against it."""
 
+CONTROLS = ("seed_shuffled", "seed_empty", "seed_ungated", "seed_oracle", "opsd_oracle")
+"""The mechanism controls (issue 25): each is compared with SEED (module docstring)."""
+
 PAPER_ORDER = ("vanilla", "sft", "opsd", "grpo", "skill_grpo", "grpo_opsd", "skill_sd", "rlsd", "sdar", "opid",
-               "opid_self", "seed_static", "seed", "seed_no_sft", "seed_no_opd", "seed_static_library")
+               "opid_self", "seed_static", "seed", "seed_no_sft", "seed_no_opd", "seed_static_library", *CONTROLS)
 """Report row order of the policies (the OPID/SDAR main table, seed-algorithm.md §5.1: Vanilla, OPSD, GRPO,
 Skill-GRPO, GRPO+OPSD, Skill-SD, RLSD, SDAR, OPID; then SEED-static, SEED). ``seed_core.methods`` adds the
 "*" rows and the labels; every registered algorithm must be listed (tests/unit/test_methods.py). The ablations
-come last, as the paper's Table 2 (``ABLATIONS``) follows its main table."""
+come after it, as the paper's Table 2 (``ABLATIONS``) follows its main table; the controls (``CONTROLS``) last."""
 
 
 def algorithm_parts(algorithm: Algorithm) -> tuple[str, ...]:
     """The parts of ``algorithm`` that read keys of their own (``seed_core.stage_params.RL_PART_KEYS``)."""
     analyzer = {"policy": ("self_analyzer",), "checkpoint": ("self_analyzer", "frozen_analyzer"),
-                "annotate": ("stage1_analyzer",)}.get(algorithm.analyzer or "", ())
+                "annotate": ("stage1_analyzer",), "oracle": ("oracle_analyzer",)}.get(algorithm.analyzer or "", ())
     gated = algorithm.distill and dict(algorithm.fixed).get("distill_loss", GATED_LOSS) == GATED_LOSS
     return (*(("distill",) if algorithm.distill else ()), *(("gate",) if gated else ()),
             *((algorithm.shaping,) if algorithm.shaping else ()),

@@ -3,7 +3,8 @@
 OPID's rule (seed-algorithm.md §2.5), used by SEED: a three-line section (bold title, instruction line
 ending with ':', the skill in square brackets) on its own paragraph right after the first task line
 ("Your task is to:", then "Your current task is:", "Your task is:", "Your question:"); without a task
-line, before the "Now it's your turn" anchor; without either, at the end. An empty skill changes nothing.
+line, before the "Now it's your turn" anchor; without either, at the end. An empty skill changes nothing
+(``keep_empty`` inserts the section with empty brackets: the empty-skill teacher control).
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ def _splice(head: str, section: str, tail: str) -> str:
     return "\n\n".join(parts)
 
 
-def insert_episode_skill(prompt: str, skill: str) -> str:
-    """``prompt`` with the episode-skill section inserted (see module docstring); blank skill -> unchanged."""
-    if not skill.strip():
+def insert_episode_skill(prompt: str, skill: str, *, keep_empty: bool = False) -> str:
+    """``prompt`` with the episode-skill section inserted (see module docstring); blank skill -> unchanged, unless
+    ``keep_empty``: then the section is inserted with nothing between its brackets (the empty-skill control)."""
+    if not skill.strip() and not keep_empty:
         return prompt
     section = render_skill_section(EPISODE_SKILL_TITLE, EPISODE_SKILL_INSTRUCTION, skill)
     for pattern in TASK_LINE_PATTERNS:

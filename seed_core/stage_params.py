@@ -81,6 +81,7 @@ RL_PART_KEYS: dict[str, tuple[str, ...]] = {
     "rlsd": ("rl.rlsd_lambda0", "rl.rlsd_decay_steps", "rl.rlsd_clip"),
     "self_analyzer": _SELF_ANALYZER,
     "frozen_analyzer": ("rl.analyzer_checkpoint",),
+    "oracle_analyzer": ("annotate.parse_attempts",),
     "stage1_analyzer": _ANALYZER,
     "static_skills": ("rl.static_skills_dir",),
     "step_skills": ("rl.max_step_skills",),

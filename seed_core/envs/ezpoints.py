@@ -41,6 +41,8 @@ RANK_NAMES = {1: "Ace", 11: "Jack", 12: "Queen", 13: "King"}
 WIN_REWARD = 10.0
 PENALTY = -1.0
 _MAX_EXPONENT = 64
+STATED_FORMULA = re.compile(r"(?<![\d.])(\d{1,2})\s*([+*])\s*(\d{1,2})(?![\d.])")
+"""A formula of two numbers as a skill states it (``4*3``, ``10 + 2``): what ``judge_skill`` reads."""
 
 
 def evaluate(formula: str) -> int | None:
@@ -316,6 +318,18 @@ class EZPointsEnv(TimeLimit):
             f"append '=' before the formula is complete. For cards {plan}."
         )
         return {"episode_summary": summary, "episode_skill": skill}
+
+    def judge_skill(self, task: Task, skill: str) -> bool:
+        """Whether ``skill`` states a correct solution for this instance: some formula ``a op b`` in its text
+        (``STATED_FORMULA``: two numbers joined by ``+`` or ``*``) uses exactly the two card values and equals
+        the target. A skill for other cards, with the wrong operator, or with no formula at all is wrong (the
+        oracle's skills, success and failure alike, state the winning formula)."""
+        cards, _ = deal(task.seed, self.cfg.ezpoints.target)
+        for a, op, b in STATED_FORMULA.findall(skill):
+            x, y = int(a), int(b)
+            if sorted((x, y)) == sorted(cards) and (x + y if op == "+" else x * y) == self.cfg.ezpoints.target:
+                return True
+        return False
 
     def instance_values(self, task: Task) -> dict[str, str]:
         """The values of this instance (``seed_core.static_skills`` step 3): the two card values and card names,

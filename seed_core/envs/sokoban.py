@@ -18,6 +18,7 @@ Owns the whole game in-repo (no gym-sokoban dependency):
 from __future__ import annotations
 
 import random
+import re
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,6 +49,9 @@ SOLVED_BONUS = 10.0
 MAX_ATTEMPTS = 500
 PULL_BIAS = 0.7
 MAX_SOLVER_STATES = 1_000_000
+STATED_MOVES = re.compile(r"\b(?:up|down|left|right)\b(?:(?:\s*,\s*|\s+then\s+|\s*(?:->|\u2192)\s*|\s+)"
+                          r"(?:up|down|left|right)\b)*")
+"""A run of moves as a skill states it ("up, left, left", "down then right"): what ``judge_skill`` replays."""
 _WALK_SHAPES: tuple[tuple[Pos, ...], ...] = (  # stamped at each walk position: cell, pairs, square, plus
     ((0, 0),),
     ((0, 0), (0, 1)),
@@ -356,6 +360,20 @@ class SokobanEnv(TimeLimit):
             f"{', '.join(optimal)}.",
             "episode_skill": f"Avoid this mistake: {mistake}",
         }
+
+    def judge_skill(self, task: Task, skill: str) -> bool:
+        """Whether ``skill`` states a correct plan for this level: some run of moves it names (``STATED_MOVES``:
+        direction words separated by commas, spaces, "then" or arrows), played from the level's start, puts
+        every box on a target. A skill that names no solving sequence (the oracle's failure skills state the
+        mistake, not the plan) is not a correct plan."""
+        level = self.level(task)
+        for run in STATED_MOVES.finditer(skill.lower()):
+            state: State = (level.player, level.boxes)
+            for action in re.findall(r"up|down|left|right", run.group(0)):
+                state = move(level.walls, state, action)
+                if state[1] <= level.targets:
+                    return True
+        return False
 
     def _require_episode(self) -> Level:
         if self._level is None:

@@ -68,6 +68,7 @@ def _make_worker(cfg: SeedConfig) -> _Worker:
 def run_annotate(cfg: SeedConfig, collect_dir: Path, out_dir: Path, tracker: Tracker | None = None) -> dict[str, float]:
     from seed_core.analyzer.annotate import sft_examples
     from seed_core.analyzer.cache import AnnotationCache, analyzer_identity, trajectory_key
+    from seed_core.mechanism import skill_correct_metrics
     from seed_core.rollout.collector import group_by_trajectory
 
     collect_dir, out_dir = Path(collect_dir), Path(out_dir)
@@ -97,6 +98,9 @@ def run_annotate(cfg: SeedConfig, collect_dir: Path, out_dir: Path, tracker: Tra
     metrics = {
         **annotation_metrics(annotations),
         **sft_data_metrics(annotations, examples),
+        # issue 25: the share of Stage-1 skills the environment's judge accepts (envs with a judge; the oracle: 1.0)
+        **skill_correct_metrics(probe.env, annotations, [r for steps in trajectories.values() for r in steps], tasks,
+                                "annotate"),
         "annotate/cached": float(len(trajectories) - len(missing)),
         "annotate/sent": float(len(missing)),
         "time/annotate_s": time.perf_counter() - t0,

@@ -32,6 +32,7 @@ from seed_core.config import SeedConfig, dump_resolved
 from seed_core.io import DataFileError, atomic_write_text, read_metrics, swap_dir, write_json, write_records
 from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.logs import Progress
+from seed_core.mechanism import skill_correct_metrics
 from seed_core.preflight import ServiceUnavailableError, check_services
 from seed_core.resume import StaleRoundsError, check_rounds, rl_fingerprint
 from seed_core.task_sets import require_tasks, task_seed, write_tasks
@@ -254,10 +255,14 @@ def run_rl_round(
             max_step_skills=cfg.rl.max_step_skills if algorithm.step_skills else 0)
         metrics["analysis/parse_ok_rate"] = sum(a.ok for a in annotations) / max(len(annotations), 1)
         metrics.update(skill_metrics([a.episode_skill for a in annotations if a.ok], "analysis"))
+        # issue 25: the share of this round's analyses the environment's judge accepts (envs with an oracle judge)
+        metrics.update(skill_correct_metrics(env, annotations, records, {t.task_id: t for t in tasks}, "analysis"))
     metrics["time/analysis_s"] = time.perf_counter() - t0
     context = TEACHER_CONTEXTS.get(algorithm.context) if algorithm.context is not None else None
-    skills_of = static_skills(library) if library is not None else \
-        hindsight_skills(annotations, step_skills=algorithm.step_skills)
+    task_of = {t.task_id: t for t in tasks}
+    skills_of = static_skills(library) if library is not None else hindsight_skills(
+        annotations, step_skills=algorithm.step_skills, pairing=context.pairing if context is not None else None,
+        tasks={r.traj_id: task_of[r.task_id] for r in records}, judge=getattr(env, "judge_skill", None))
 
     encoders = make_encoders(policy.tokenizer, policy.chat_template_kwargs, cfg.generation.max_prompt_tokens)
     # every rank trains on the whole batch (split evenly inside rl_update), so GRPO groups stay whole

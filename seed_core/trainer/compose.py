@@ -63,6 +63,8 @@ class ComposedLoss:
     distill_loss: Tensor | None
     """opd_coef * L_distill (token-mean over teacher tokens), None without a distillation term."""
     metrics: dict[str, float]
+    pg_loss: Tensor | None = None
+    """L_PG(A') before ``pg_coef`` (the policy-gradient term the distillation is compared with: ``rl/grad_ratio``)."""
 
     @property
     def total(self) -> Tensor:
@@ -92,4 +94,4 @@ def compose_loss(inp: LossInputs, *, cfg: RLConfig, algorithm: Algorithm, step: 
         d, d_metrics = DISTILL_LOSSES.get(cfg.distill_loss)(inp, **gate)
         distill = cfg.opd_coef * d
         metrics.update(d_metrics)
-    return ComposedLoss(loss, distill, metrics)
+    return ComposedLoss(loss, distill, metrics, pg_loss=pg)

@@ -15,6 +15,12 @@ the mean and max over response tokens of |the log-prob the generation engine rep
 - the trainer's log-prob of it under theta_old| (the old pass, or the first forward of the single-step update,
 before any optimizer step). Near 0 when the engine samples from the weights being trained (fp32 hf: ~1e-7);
 large when it serves stale weights (``seed_core.stages.rl.check_weight_sync``).
+
+Mechanism monitors (issue 25, ``seed_core.trainer.mechanism``): ``rl/zero_adv_group_ratio`` (groups whose every
+advantage is 0); for algorithms with a teacher, the gap (and for the gated loss the gate) on decision tokens (the
+action span) and on format tokens separately (``rl/teacher_gap_decision`` / ``_format``, ``rl/gate_decision`` /
+``_format``); for distilling algorithms on one process, ``rl/grad_ratio`` = ||grad(opd_coef L_distill)|| /
+||grad L_PG|| at theta_old on one micro-batch (``distill_grad_ratio``).
 """
 
 from __future__ import annotations
@@ -26,12 +32,14 @@ from typing import Any, Sequence
 
 import torch
 
-from seed_core.algorithms import Algorithm, effective_rl
+from seed_core.algorithms import GATED_LOSS, Algorithm, effective_rl
 from seed_core.config import RLConfig
 from seed_core.losses import ADVANTAGES, LossInputs, step_scores
 from seed_core.trainer.compose import compose_loss
-from seed_core.trainer.distributed import Collective, pad_micro, rank_slice, split_micro
+from seed_core.trainer.distributed import Collective, Rows, pad_micro, rank_slice, split_micro
 from seed_core.trainer.logprobs import pack_sequences, pad_rows, response_logprobs, score_in_chunks
+from seed_core.trainer.mechanism import decision_span, grad_norm, pooled_split, span_mask, split_sums, \
+    zero_advantage_groups
 
 
 @dataclass
@@ -48,6 +56,8 @@ class RLSamples:
     """(N,) bool: the step's episode was won (splits the teacher-gap monitor by outcome); None = unknown."""
     sampling_logprobs: list[list[float]] | None = None
     """The engine's log-prob of each sampled response token (``StepRecord.sampling_logprobs``); None = unknown."""
+    decision_spans: list[tuple[int, int]] | None = None
+    """[a, b) response positions of each step's action (``mechanism.decision_span``); None = unknown."""
 
     def __len__(self) -> int:
         return len(self.prompt_ids)
@@ -123,6 +133,8 @@ class MicroLoss:
     """opd_coef * L_OPD: token-mean over the ``teacher_tokens`` response tokens that have a teacher."""
     tokens: float
     teacher_tokens: float
+    pg_loss: torch.Tensor | None = None
+    """L_PG before pg_coef, token-mean over ``tokens`` (``distill_grad_ratio``)."""
 
     def local(self) -> torch.Tensor:
         """The loss of this micro-batch on its own: L_tok + opd_coef * L_OPD."""
@@ -177,9 +189,13 @@ def micro_batch_loss(
     if algorithm.needs_teacher and samples.success is not None:
         metrics.update(gap_sums_by_outcome(teacher, logprobs.detach(), mask * tmask.unsqueeze(1),
                                            samples.success[idx].to(dev)))
+    if algorithm.needs_teacher and samples.decision_spans is not None:
+        beta = cfg.gate_beta if algorithm.distill and cfg.distill_loss == GATED_LOSS else None  # only the gated has g
+        decision = span_mask([samples.decision_spans[i] for i in idx], T).to(dev)
+        metrics.update(split_sums(teacher, logprobs.detach(), mask * tmask.unsqueeze(1), decision, beta))
     tokens = float(mask.sum())
     teacher_tokens = float((mask * tmask.unsqueeze(1)).sum())
-    return MicroLoss(loss, distill, tokens, teacher_tokens), metrics
+    return MicroLoss(loss, distill, tokens, teacher_tokens, composed.pg_loss), metrics
 
 
 OUTCOMES = ("success", "failure")
@@ -211,6 +227,47 @@ def teacher_gap_by_outcome(metrics: dict[str, float]) -> dict[str, float]:
         out[f"rl/teacher_gap_{outcome}"] = total / tokens if tokens > 0 else 0.0
         out[f"rl/teacher_tokens_{outcome}"] = tokens
     return out
+
+
+def distill_grad_ratio(model: torch.nn.Module, samples: RLSamples, rows: list[int],
+                       scored: dict[str, list[torch.Tensor]], adv: torch.Tensor, *, pad_id: int, cfg: RLConfig,
+                       algorithm: Algorithm, step: int = 0, backward: Any = None) -> dict[str, float]:
+    """The size of the distillation signal against the policy gradient, on the samples ``rows`` at the current
+    weights, micro-batched like the update (each micro-batch weighted by its share of the rows' tokens):
+
+        rl/grad_norm_pg      = || d L_PG / d theta ||                 L_PG before pg_coef (token-mean over rows)
+        rl/grad_norm_distill = || d (opd_coef L_distill) / d theta ||  (token-mean over the rows' teacher tokens)
+        rl/grad_ratio        = grad_norm_distill / grad_norm_pg        (inf when L_PG has no gradient)
+
+    Two backward sweeps (one per term); the gradients are cleared before and after, so the update is unchanged.
+    ``backward``: ``accelerator.backward`` (loss scaling) or None. ``{}`` without a distillation term or teacher."""
+    if not algorithm.distill or not rows:
+        return {}
+    total, total_teacher = _mini_batch_totals(samples, rows)
+    if total_teacher == 0:
+        return {}
+    params = [p for p in model.parameters() if p.requires_grad]
+    lengths = [len(p) + len(r) for p, r in zip(samples.prompt_ids, samples.response_ids)]
+    micros = split_micro(Rows(list(rows), [True] * len(rows)), lengths, cfg.micro_batch_size, cfg.micro_batch_tokens)
+    norms = {}
+    for term in ("pg", "distill"):
+        model.zero_grad(set_to_none=True)
+        for micro in micros:
+            part, _ = micro_batch_loss(model, samples, micro.index, scored, adv, pad_id=pad_id, cfg=cfg,
+                                       algorithm=algorithm, step=step)
+            loss = part.pg_loss * (part.tokens / total) if term == "pg" else \
+                part.distill_loss * (part.teacher_tokens / total_teacher)
+            (backward or torch.Tensor.backward)(loss)
+        norms[term] = grad_norm(params)
+    model.zero_grad(set_to_none=True)
+    ratio = norms["distill"] / norms["pg"] if norms["pg"] > 0 else math.inf
+    return {"rl/grad_norm_pg": norms["pg"], "rl/grad_norm_distill": norms["distill"], "rl/grad_ratio": ratio}
+
+
+def grad_ratio_rows(n: int, size: int, seed: int) -> list[int]:
+    """``size`` sample indices drawn without replacement (a generator of its own: the update's draws are unchanged),
+    so the ratio sees several groups, not the first task's only."""
+    return torch.randperm(n, generator=torch.Generator().manual_seed(seed + 1)).tolist()[:size]
 
 
 def _mini_batch_totals(samples: RLSamples, mini: list[int]) -> tuple[float, float]:
@@ -253,6 +310,14 @@ def rl_update(
         algorithm.needs_teacher, needs_old=not single_step, comm=comm, max_tokens=cfg.micro_batch_tokens,
     )
     timings["time/logprob_passes_s"] = time.perf_counter() - t0
+    monitors = {"rl/zero_adv_group_ratio": zero_advantage_groups(adv, samples.group_ids)}
+    if algorithm.distill and comm.world == 1:  # several ranks: DDP reduces every backward; not measured there
+        t2 = time.perf_counter()
+        rows = grad_ratio_rows(len(samples), cfg.micro_batch_size, seed)
+        backward = accelerator.backward if accelerator is not None else None
+        monitors.update(distill_grad_ratio(model, samples, rows, scored, adv, pad_id=pad_id, cfg=cfg,
+                                           algorithm=algorithm, step=step, backward=backward))
+        timings["time/grad_ratio_s"] = time.perf_counter() - t2
     lengths = [len(p) + len(r) for p, r in zip(samples.prompt_ids, samples.response_ids)]
     # theta_old for the weight-sync monitor: the old pass, else the single-step update's own first forward
     old_rows: dict[int, torch.Tensor] | None = dict(enumerate(scored["old"])) if "old" in scored else {}
@@ -301,6 +366,8 @@ def rl_update(
     timings["time/update_s"] = time.perf_counter() - t1
     out = _mean_over_ranks(comm, sums, n_micro)
     out.update(teacher_gap_by_outcome(out))
+    out.update(pooled_split(out))
+    out.update({k: v for k, v in monitors.items() if math.isfinite(v)})  # inf: no PG gradient at all
     out.update(sampling_logp_diff(samples, old_rows, comm, pooled="old" in scored))
     out["rl/total_loss"] = sum(losses) / len(losses)
     out["rl/grad_norm"] = sum(grad_norms) / max(len(grad_norms), 1)
@@ -356,6 +423,8 @@ def gather_samples(samples: RLSamples, comm: Collective) -> RLSamples:
         success=None if any(s.success is None for s in parts) else torch.cat([s.success for s in parts]),
         sampling_logprobs=None if any(s.sampling_logprobs is None for s in parts)
         else [lp for s in parts for lp in s.sampling_logprobs],
+        decision_spans=None if any(s.decision_spans is None for s in parts)
+        else [d for s in parts for d in s.decision_spans],
     )
 
 
@@ -371,6 +440,7 @@ def build_samples(
     ``skills_of(record)``; a step without a skill gets ``teacher_prompt_ids = None`` (no teacher signal)."""
     from seed_core.contexts import StepSkills
 
+    decode = getattr(encoders, "decode", None)  # the action's tokens (decision_spans) need the tokenizer's decode
     usable = [r for r in records if len(r.response_ids) > 0]
     returns = torch.tensor([r.episode_return for r in usable], dtype=torch.float32)
     valid = torch.tensor([r.format_valid for r in usable], dtype=torch.bool)
@@ -386,4 +456,5 @@ def build_samples(
         scores=step_scores(returns, valid, penalty) if usable else torch.zeros(0),
         success=torch.tensor([bool(r.success) for r in usable], dtype=torch.bool),
         sampling_logprobs=[[float(x) for x in r.sampling_logprobs] for r in usable],
+        decision_spans=[decision_span(r.response_ids, r.action, decode) for r in usable] if decode else None,
     )

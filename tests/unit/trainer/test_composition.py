@@ -35,6 +35,11 @@ GOLDEN = {
     "seed_no_sft": dict(pg=1.0, distill="gated", shaping=None),
     "seed_no_opd": dict(pg=1.0, distill=None, shaping=None),
     "seed_static_library": dict(pg=1.0, distill="gated", shaping=None),
+    "seed_shuffled": dict(pg=1.0, distill="gated", shaping=None),  # the controls differ in the teacher's skill only
+    "seed_empty": dict(pg=1.0, distill="gated", shaping=None),
+    "seed_ungated": dict(pg=1.0, distill="gated", beta=0.0, shaping=None),
+    "seed_oracle": dict(pg=1.0, distill="gated", shaping=None),
+    "opsd_oracle": dict(pg=0.0, distill="gated", shaping=None),
 }
 
 CFG = RLConfig(kl_coef=0.05, entropy_coef=0.003, opd_coef=0.2, gate_beta=2.0, opid_coef=0.3, rlsd_lambda0=0.5,
