@@ -81,7 +81,7 @@ LAYERS = (  # lowest first; a module may import its own layer or lower ones, nev
     ("trainer", ("trainer",)),
     ("analyzer", ("analyzer",)),
     ("builders", ("model_builders", "testbed")),
-    ("loader", ("loader", "generate_data", "preflight", "mechanism")),
+    ("loader", ("loader", "generate_data", "preflight", "mechanism", "side_tables")),
     ("stages", ("stages",)),
     ("pipeline", ("sweep", "sweep_report")),
 )
