@@ -102,11 +102,27 @@ def temporary_urls() -> set[str]:
     return {path.read_text().strip() for path in ui_dir().glob(f"*{TEMPORARY_SUFFIX}.url")}
 
 
+def recorded_url(name: str) -> str | None:
+    """The URL ``seed ui`` last started ``name`` on (``.tmp/ui/<name>.url``), whether or not it answers now."""
+    recorded = ui_dir() / f"{name}.url"
+    return recorded.read_text().strip() if recorded.is_file() else None
+
+
+def recorded_pid(name: str) -> int | None:
+    """The PID in ``.tmp/ui/<name>.pid`` while that process (group) lives, else None: never started, stopped,
+    or exited on its own."""
+    try:
+        pid = int((ui_dir() / f"{name}.pid").read_text())
+    except (OSError, ValueError):
+        return None
+    return pid if _alive(pid, None) else None
+
+
 def ui_url(name: str) -> str | None:
     """Base URL of ``seed ui``'s ``name`` server (``prefect`` / ``mlflow``) if it answers, else None: the
     recorded URL, then the default port."""
-    recorded = ui_dir() / f"{name}.url"
-    candidates = [recorded.read_text().strip()] if recorded.is_file() else []
+    recorded = recorded_url(name)
+    candidates = [recorded] if recorded else []
     candidates.append(f"http://127.0.0.1:{DEFAULT_PORTS[name]}")
     suffix = "/api/health" if name == "prefect" else "/health"
     return next((url for url in dict.fromkeys(candidates) if healthy(url + suffix)), None)

@@ -325,28 +325,36 @@ def batch_measures(cfg: SeedConfig, policy: Any, samples: Any, algorithm: Any, s
 # --- the whole pre-flight ----------------------------------------------------------------------------------------
 
 
+def check_preflight_args(checkpoint: Path, *, heldout: int, tasks: int, algorithm: str) -> None:
+    """``run_preflight``'s arguments, the given values first and the checkpoint last (``seed preflight`` checks them
+    before any model loads): a ``PreflightInputError`` naming the value, what it may be and the fix."""
+    from seed_core.algorithms import ALGORITHMS
+
+    distilling = [name for name in ALGORITHMS.names() if ALGORITHMS.get(name).distill
+                  and ALGORITHMS.get(name).skill_source == "hindsight"]
+    if algorithm not in distilling:
+        raise PreflightInputError(f"--algorithm {algorithm!r} is not an algorithm of the registry that distills from "
+                                  f"hindsight skills; choose one of {', '.join(distilling)}")
+    if heldout < 2 or tasks < 1:
+        raise PreflightInputError(f"--heldout must be >= 2 (a mismatched skill needs another task) and --tasks >= 1; "
+                                  f"got {heldout} and {tasks}")
+    if not (Path(checkpoint) / "config.json").is_file():
+        raise PreflightInputError(f"{checkpoint} is not a model checkpoint (no config.json): run Stage 1 first "
+                                  "(`seed stage sft`, or `seed run`), or pass --checkpoint")
+
+
 def run_preflight(cfg: SeedConfig, checkpoint: Path, *, heldout: int = 32, tasks: int = 8, algorithm: str = "seed",
                   thresholds: Sequence[Threshold] = THRESHOLDS) -> PreflightReport:
     """Every measure of the module docstring on ``checkpoint`` (the Stage-1 SFT output), judged by ``thresholds``.
     ``heldout`` held-out tasks (P(expert action), perf_gap), ``tasks`` round-0 train tasks; ``algorithm``: whose
     lambda, beta and teacher context the round-0 measures use (a distilling one)."""
-    from seed_core.algorithms import ALGORITHMS
     from seed_core.contexts import make_encoders, shuffle_skills
     from seed_core.envs import make_env
     from seed_core.models import load_policy
     from seed_core.rollout.backends import BACKENDS
 
     checkpoint = Path(checkpoint)
-    if not (checkpoint / "config.json").is_file():
-        raise PreflightInputError(f"{checkpoint} is not a model checkpoint (no config.json): run Stage 1 first "
-                                  "(`seed stage sft`, or `seed run`), or pass --checkpoint")
-    if heldout < 2 or tasks < 1:
-        raise PreflightInputError(f"--heldout must be >= 2 (a mismatched skill needs another task) and --tasks >= 1; "
-                                  f"got {heldout} and {tasks}")
-    if algorithm not in ALGORITHMS or not ALGORITHMS.get(algorithm).distill or \
-            ALGORITHMS.get(algorithm).skill_source != "hindsight":
-        raise PreflightInputError(f"--algorithm {algorithm!r} is not an algorithm of the registry that distills from "
-                                  "hindsight skills (seed, seed_static, the seed controls)")
+    check_preflight_args(checkpoint, heldout=heldout, tasks=tasks, algorithm=algorithm)
     env = make_env(cfg.env)
     judge = getattr(env, "judge_skill", None)
     policy = load_policy(cfg.model, checkpoint)
