@@ -23,6 +23,7 @@ section; the corpus uses train-split tasks only, so held-out (test) levels stay 
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from dataclasses import dataclass
@@ -39,6 +40,11 @@ RANDOM_ACTIONS: Registry[tuple[str, ...]] = Registry("testbed environment (rando
 RANDOM_ACTIONS.register("sokoban")(("up", "down", "left", "right"))
 RANDOM_ACTIONS.register("ezpoints")(tuple(str(v) for v in range(1, 11)) + ("+", "*", "="))
 
+log = logging.getLogger(__name__)
+
+PRETRAIN_LABEL = "testbed pretraining"
+"""What the testbed's pretraining calls its progress lines (``testbed pretraining: step 3/710 ...``), so they are
+not taken for Stage 1's SFT."""
 PRETRAIN_SEED_OFFSET = 7_919
 """Task seeds of the pretraining corpus are drawn apart from collect/RL (still from the train split)."""
 
@@ -133,6 +139,7 @@ def build_testbed_model(cfg: SeedConfig, out_dir: str | Path) -> Path:
 
     def write(tmp: Path) -> None:
         start = time.perf_counter()
+        log.info("%s: building the corpus from %d %s episodes", PRETRAIN_LABEL, tb.episodes, cfg.env.name)
         corpus = build_corpus(cfg)
         tok = train_tokenizer([text for pair in corpus.examples for text in pair], tb.vocab_size)
         config = Qwen2Config(
@@ -147,7 +154,11 @@ def build_testbed_model(cfg: SeedConfig, out_dir: str | Path) -> Path:
         data = tokenize_examples(corpus.examples, encode, tok, tb.max_length)
         sft = SFTConfig(epochs=tb.epochs, lr=tb.lr, batch_size=tb.batch_size, max_length=tb.max_length,
                         warmup_ratio=0.05, weight_decay=0.0, grad_clip=1.0)
-        history = run_sft_loop(model, data, sft, tok.pad_token_id, seed=cfg.project.seed)
+        log.info("%s: %d examples (%s) on a %d-layer model, %d epochs", PRETRAIN_LABEL, len(data),
+                 ", ".join(f"{len(part)} {kind}" for kind, part in (("agent", corpus.agent), ("skill", corpus.skill),
+                                                                     ("analysis", corpus.analysis))),
+                 tb.layers, tb.epochs)
+        history = run_sft_loop(model, data, sft, tok.pad_token_id, seed=cfg.project.seed, label=PRETRAIN_LABEL)
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         tokens = sum(len(p) + len(t) for p, t in data)

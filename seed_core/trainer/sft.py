@@ -49,8 +49,10 @@ def run_sft_loop(
     seed: int = 0,
     accelerator: Any = None,
     on_step: Callable[[int, dict[str, float]], None] | None = None,
+    label: str = "sft",
 ) -> list[dict[str, float]]:
-    """Train ``cfg.epochs`` epochs over ``data``; returns one metrics row per optimizer step."""
+    """Train ``cfg.epochs`` epochs over ``data``; returns one metrics row per optimizer step. ``label`` names the
+    progress lines (``sft: step 3/10 ...``; the testbed's pretraining has its own)."""
     from transformers import get_cosine_schedule_with_warmup
 
     if not data:
@@ -69,7 +71,7 @@ def run_sft_loop(
     model.train()
     history: list[dict[str, float]] = []
     step = 0
-    bar = Progress(log, "sft", total, "step")
+    bar = Progress(log, label, total, "step")
     for epoch in range(cfg.epochs):
         order = list(range(len(data)))
         rng.shuffle(order)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -56,12 +57,15 @@ def test_noise_controls_how_often_the_expert_wins() -> None:
     assert wins(0.0) == 30 and wins(1.0) < wins(0.5) < 30
 
 
-def test_the_builder_writes_a_loadable_chat_model(tmp_path: Path) -> None:
+def test_the_builder_writes_a_loadable_chat_model(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     from seed_core.config import ModelConfig
     from seed_core.models import encode_prompt, load_policy
 
     cfg = _cfg(episodes=3, epochs=1, hidden_size=32, layers=1, vocab_size=300, batch_size=8)
-    out = build_testbed_model(cfg, tmp_path / "testbed")
+    with caplog.at_level(logging.INFO, logger="seed_core"):
+        out = build_testbed_model(cfg, tmp_path / "testbed")
+    progress = [r.getMessage() for r in caplog.records if ": step " in r.getMessage()]
+    assert progress and all(line.startswith("testbed pretraining: step ") for line in progress), progress  # not sft's
     metrics = json.loads((out / "testbed_metrics.json").read_text())
     assert metrics["testbed/agent_examples"] > 0 and metrics["testbed/steps"] >= 1
     assert metrics["testbed/final_loss"] < metrics["testbed/first_loss"]
