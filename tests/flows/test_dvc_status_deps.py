@@ -38,7 +38,7 @@ def fingerprints(root: Path) -> None:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("dvcdeps")
-    for name in (*dvc_deps.PACKAGES, "scripts"):
+    for name in (*dvc_deps.PACKAGES, "scripts", "data/panels"):  # data/panels: a committed input of evaluate
         shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("dvc.yaml", "params.yaml", ".dvcignore"):
         shutil.copy(ROOT / name, root / name)
