@@ -34,8 +34,9 @@ def test_one_round(name, tiny_model_dir, library, tmp_path):
     })
     m = run_rl_round(cfg, 0, tiny_model_dir, tmp_path / "rl")
     assert all(math.isfinite(v) for v in m.values()), m
-    assert m["rl/optimizer_steps"] == 1.0 and m["algo/pg_coef"] == (0.0 if name == "opsd" else 1.0)
     algo = ALGORITHMS.get(name)
+    assert m["rl/optimizer_steps"] == 1.0 and m["algo/pg_coef"] == dict(algo.fixed).get("pg_coef", 1.0)
+    assert dict(algo.fixed).get("pg_coef", 1.0) == (0.0 if name in ("opsd", "opsd_oracle") else 1.0)
     if algo.skill_source == "static" and algo.context is not None:
         assert m["rl/teacher_sample_ratio"] == 1.0  # every task type has a static skill
     if algo.distill:
