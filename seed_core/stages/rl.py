@@ -124,8 +124,9 @@ def check_weight_sync(cfg: SeedConfig, metrics: dict[str, float], round_idx: int
     if limit <= 0 or value is None or value <= limit:
         return
     if gen.temperature != 1.0 or gen.top_p < 1.0 or gen.top_k > 0:
-        log.warning("rl round %d: %s = %.4g not checked (rollouts at temperature %s, top_p %s, top_k %s: the engine's "
-                    "log-probs are not the trainer's)", round_idx, DIFF_MEAN, value, gen.temperature, gen.top_p, gen.top_k)
+        log.warning("rl round %d: %s = %.4g not checked (rollouts at temperature %s, top_p %s, top_k %s: the "
+                    "engine's log-probs are not the trainer's)", round_idx, DIFF_MEAN, value, gen.temperature,
+                    gen.top_p, gen.top_k)
         return
     fix = ("the vLLM engine did not load the policy's current weights: check the reload in its log (a "
            "generation.vllm.base_url server must run with VLLM_SERVER_DEV_MODE=1) or restart it"
@@ -365,7 +366,8 @@ def main() -> None:
     args = parser.parse_args()
     cfg = config_from_args(args)
     ckpt = Path(args.analyzer_checkpoint) if args.analyzer_checkpoint else None
-    with stage_errors("rl", DataFileError, StaleRoundsError, ServiceUnavailableError, StaleEngineWeightsError):  # the message says the fix
+    known = (DataFileError, StaleRoundsError, ServiceUnavailableError, StaleEngineWeightsError)
+    with stage_errors("rl", *known):  # the message says the fix
         if args.round is not None:
             print(run_rl_round(cfg, args.round, Path(args.init), Path(args.out), ckpt))
         else:

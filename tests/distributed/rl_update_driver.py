@@ -28,6 +28,20 @@ def fixed_samples():
     )
 
 
+SAMPLING_OFFSETS = [0.0, 0.5, -0.25, 0.0, 0.1, 0.0]
+"""The engine log-probs the driver hands in: theta_old's own plus these, per row (the weight-sync monitor)."""
+
+
+def with_engine_logprobs(samples, model, pad_id: int):
+    from dataclasses import replace
+
+    from seed_core.trainer.logprobs import score_in_chunks
+
+    exact = score_in_chunks(model, samples.prompt_ids, samples.response_ids, pad_id, 8)
+    engine = [[float(x) + off for x in lp] for lp, off in zip(exact, SAMPLING_OFFSETS)]
+    return replace(samples, sampling_logprobs=engine)
+
+
 def main() -> None:
     from seed_core.algorithms import ALGORITHMS
     from seed_core.config import ModelConfig, RLConfig
@@ -45,7 +59,8 @@ def main() -> None:
     optimizer = torch.optim.AdamW(policy.model.parameters(), lr=1e-3)
     model, optimizer = accelerator.prepare(policy.model, optimizer)
     cfg = RLConfig(mini_batch_size=6, micro_batch_size=micro, kl_coef=0.01, entropy_coef=0.001, opd_coef=0.5)
-    metrics = rl_update(model, optimizer, fixed_samples(), cfg=cfg, algorithm=ALGORITHMS.get("seed"),
+    samples = with_engine_logprobs(fixed_samples(), policy.model, policy.tokenizer.pad_token_id)
+    metrics = rl_update(model, optimizer, samples, cfg=cfg, algorithm=ALGORITHMS.get("seed"),
                         pad_id=policy.tokenizer.pad_token_id, ref_model=ref, accelerator=accelerator, seed=3)
     params = torch.cat([p.detach().flatten() for p in accelerator.unwrap_model(model).parameters()])
     if accelerator.is_main_process:

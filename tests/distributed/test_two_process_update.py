@@ -53,6 +53,12 @@ def test_two_process_update_matches_one_process(tiny_model_dir: Path, tmp_path: 
     assert m2["rl/grad_norm"] == pytest.approx(m1["rl/grad_norm"], rel=1e-4)
     assert m1["rl/optimizer_steps"] == m2["rl/optimizer_steps"] == 1.0
     assert m1["rl/samples"] == m2["rl/samples"] == 6.0
+    # the weight-sync monitor pooled over the ranks' shares: |engine - theta_old| = the driver's offsets
+    tokens = [3, 1, 2, 4, 2, 3]
+    expected = sum(abs(o) * n for o, n in zip([0.0, 0.5, -0.25, 0.0, 0.1, 0.0], tokens)) / sum(tokens)
+    for m in (m1, m2):
+        assert m["rollout/sampling_logp_diff_mean"] == pytest.approx(expected, abs=1e-5)
+        assert m["rollout/sampling_logp_diff_max"] == pytest.approx(0.5, abs=1e-5)
     # and the same updated weights
     assert two["param_sum"] == pytest.approx(one["param_sum"], rel=1e-5, abs=1e-3)
     diff = max(abs(a - b) for a, b in zip(one["params_head"], two["params_head"]))
@@ -83,3 +89,4 @@ def test_two_process_rl_round_writes_one_round_from_both_ranks(tiny_model_dir: P
     assert len({r.task_id for r in records}) == 2, "both ranks' tasks are in the round"
     metrics = json.loads((round_dir / "metrics.json").read_text())
     assert metrics["rl/samples"] == len([r for r in records if r.response_ids]) and metrics["rl/optimizer_steps"] >= 1
+    assert metrics["rollout/sampling_logp_diff_max"] < 1e-3  # both ranks' engines sample from the trained weights

@@ -22,18 +22,15 @@ from typing import Any, Iterator
 import pytest
 import torch
 
-from seed_core.config import GenerationConfig, ModelConfig, VLLMConfig, models_root
+from seed_core.config import GenerationConfig, ModelConfig, VLLMConfig
 from seed_core.models import load_policy
 from seed_core.rollout.backends import BACKENDS, Completion
 from seed_core.rollout.vllm_backend import VLLMBackend
 from seed_core.rollout.vllm_engine import EnginePool
 
-VLLM_PYTHON = os.environ.get("SEED_VLLM_PYTHON", "")
-pytestmark = [
-    pytest.mark.vllm,
-    pytest.mark.skipif(not (VLLM_PYTHON and Path(VLLM_PYTHON).is_file()),
-                       reason="set SEED_VLLM_PYTHON to a vLLM environment's python (scripts/setup_vllm.sh [--cpu])"),
-]
+from tests.vllm.conftest import VLLM_PYTHON, report
+
+pytestmark = pytest.mark.vllm  # skipped without SEED_VLLM_PYTHON (tests/vllm/conftest.py)
 
 PROMPTS = [
     "What is 2+2? Answer briefly.",
@@ -57,14 +54,6 @@ def gen_cfg() -> GenerationConfig:
     vllm = VLLMConfig(python=VLLM_PYTHON, dtype="float32", max_model_len=1024, startup_timeout_s=600,
                       extra_args=["--enforce-eager"] if cpu else [])
     return GenerationConfig(backend="vllm", max_prompt_tokens=512, vllm=vllm)
-
-
-@pytest.fixture(scope="module")
-def smollm2() -> Path:
-    path = models_root() / "smollm2-135m-instruct"
-    if not (path / "config.json").is_file():
-        pytest.skip(f"{path} missing: python -m seed_core.stages.prepare_model --config params.yaml")
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +96,7 @@ def greedy_parity(vllm: VLLMBackend, hf: Any) -> tuple[float, list[Completion]]:
         print(f"greedy mismatch at token {cut} of {prompt!r}: hf top-2 logit gap {gap:.4f}")
         assert gap <= NEAR_TIE, f"vLLM left hf's greedy path at token {cut} of {prompt!r} without a near-tie"
     rate = matches / len(PROMPTS)
-    print(f"greedy token-id match rate: {matches}/{len(PROMPTS)} = {rate:.2f}")
+    report(f"greedy token-id match rate (vLLM vs hf): {matches}/{len(PROMPTS)} = {rate:.2f}")
     assert rate >= MIN_GREEDY_MATCH
     return rate, ours
 
@@ -133,7 +122,8 @@ def test_sampled_logprobs_match_hf_rescoring_and_seeds_reproduce(smollm2: Path, 
         start = len(prompt_ids) - 1  # logits at t predict token t + 1
         rescored = logp[start:start + len(c.token_ids)].gather(1, torch.tensor(c.token_ids)[:, None])[:, 0]
         diffs += (rescored - torch.tensor(c.logprobs)).abs().tolist()
-    print(f"logprob |vLLM - hf| over {len(diffs)} tokens: max {max(diffs):.2e}, mean {sum(diffs) / len(diffs):.2e}")
+    report(f"sampled-token logprob |vLLM - hf| over {len(diffs)} tokens: max {max(diffs):.2e}, "
+           f"mean {sum(diffs) / len(diffs):.2e}")
     assert max(diffs) <= LOGPROB_MAX_ABS and sum(diffs) / len(diffs) <= LOGPROB_MEAN_ABS
 
 
@@ -156,7 +146,7 @@ def test_weight_sync_serves_the_new_checkpoint(smollm2: Path, pool: EnginePool, 
     rate, after = greedy_parity(new_vllm, new_hf)
     group = pool.get(new_vllm.pool_key(), lambda: [])
     sync = group.engines[0].last_sync
-    print(f"weight sync (reload + prefix-cache reset) took {sync['seconds']:.2f} s; workers {sync['workers']}")
+    report(f"weight sync (reload + prefix-cache reset) took {sync['seconds']:.2f} s; workers {sync['workers']}")
     assert sum(a.token_ids != b.token_ids for a, b in zip(before, after)) >= len(PROMPTS) // 2
     back = vllm.generate(PROMPTS, temperature=0, max_new_tokens=NEW_TOKENS)  # the old backend reloads its own
     assert [c.token_ids for c in back] == [c.token_ids for c in before]
