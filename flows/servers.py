@@ -152,7 +152,7 @@ def spawn(name: str, command: list[str], health_url: str = "", env: dict[str, st
     # MLflow's server otherwise forks 7 job consumers (~280 MB each) for GenAI jobs seed never uses.
     env = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **(os.environ if env is None else env),
            "DO_NOT_TRACK": "true", "MLFLOW_DISABLE_TELEMETRY": "true", "PREFECT_HOME": str(prefect_home())}
-    if name.startswith("prefect"):  # its UI calls the API here: `--port` alone leaves the UI on port 4200
+    if name.startswith("prefect") and health_url:  # its UI calls the API here: `--port` alone leaves it on 4200
         env["PREFECT_UI_API_URL"] = health_url.removesuffix("/health")
         env |= prefect_server_env(health_url)
     with open(ui_dir() / f"{name}.log", "ab") as log:

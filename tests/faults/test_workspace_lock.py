@@ -158,7 +158,7 @@ def test_the_dvc_of_a_killed_seed_command_holds_the_workspace_until_it_ends(proj
         holder.wait(10)
         message, seconds, _ = refused(root, env, "run", "--preset", "presets/x.yaml")
         assert f"in use by PID {dvc.pid} (" in message and "left running by a seed command that has exited" in message
-        assert seconds < 5
+        assert seconds < 30  # it refuses instead of waiting for the dvc (a bound, not a timing: loaded CI cores)
         stop_tree(dvc)
     with helper_holder(root, env):  # the workspace is free again
         pass
