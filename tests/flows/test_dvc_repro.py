@@ -84,13 +84,18 @@ def test_second_dvc_repro_is_a_no_op(project, first_run) -> None:
 def test_stage_processes_attach_to_the_parent_run(project, first_run, mlflow_uri: str) -> None:
     import mlflow
 
+    from flows.common import eval_methods, rl_algorithms
+    from seed_core.loader import load_config
+
     client = mlflow.MlflowClient(mlflow_uri)
     runs = client.search_runs([client.get_experiment_by_name("dvc-repro-test").experiment_id], max_results=1000)
     parents = sorted((r for r in runs if r.info.run_name == "pipeline" and r.data.tags.get("dvc.command") == "dvc repro"),
                      key=lambda r: r.info.start_time)
     parent = parents[0]  # the session's first `seed run` (the browser test reruns it: a parent without children)
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-    assert len(children) == 14  # prepare, collect, annotate, sft, 3 x rl, 6 x evaluate (seed_star too), report
+    cfg = load_config(project[0] / "params.yaml")
+    # prepare, collect, annotate, sft, one per RL row (6), one per evaluated method (9, seed_star too), report
+    assert len(children) == 5 + len(rl_algorithms(cfg)) + len(eval_methods(cfg)) == 20
     sft = next(r for r in children if r.info.run_name == "sft")
     assert sft.data.tags["dvc_stage"] == "sft"
     assert sft.data.tags["dvc.dep.data/models/base"].endswith(".dir")  # input hash from dvc.lock
