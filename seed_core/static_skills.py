@@ -39,7 +39,9 @@ episode's replay, de-duplicated and bounded to ``annotate.static_skill_tokens`` 
    shorter first, then text. ``general`` = statements found under two or more task types (at most
    ``general`` of them, within half the budget), left out of the type texts; then each type's text takes its
    statements in rank order while ``skill_for`` (general + type text, what is put into the prompt) stays
-   within the budget (a statement that does not fit is skipped; a shorter one may still fit).
+   within the budget (a statement that does not fit is skipped; a shorter one may still fit). The chosen
+   statements are written workflow first (those found in a successful episode's skill), then pitfalls (found
+   only in failed ones), each part in rank order, as the paper's libraries read.
 
 Tokens are counted with the policy's tokenizer (``token_counter``: the base model in
 ``<data_dir>/models/base``, else ``model.path``); without one, ``estimate_tokens``: one token per 3
@@ -143,6 +145,8 @@ class Note:
     """The episode's first prompt (step 4's constants and entities)."""
     values: dict[str, str] = field(default_factory=dict)
     """The task's ``instance_values``: value -> type-level phrase, ``""`` to cut it out (step 3)."""
+    success: bool | None = None
+    """Whether the episode succeeded: its statements are workflow, else pitfalls (step 6's order)."""
 
 
 _STEP_REFS = (
@@ -272,6 +276,8 @@ class _Candidate:
     spellings: Counter[str] = field(default_factory=Counter)
     """The texts found for this statement (equal up to case, spacing and punctuation) and how often."""
     tasks: set[str] = field(default_factory=set)
+    workflow: bool = False
+    """Found in a successful episode's skill (else only in failed ones: a pitfall)."""
 
     @property
     def text(self) -> str:
@@ -299,6 +305,7 @@ def type_statements(notes: Sequence[Note]) -> list[_Candidate]:
             c = found.setdefault(_key(text), _Candidate())
             c.spellings[text] += 1
             c.tasks.add(note.task_id or f"#{i}")
+            c.workflow |= note.success is True
     kept: list[_Candidate] = []
     for c in sorted(found.values(), key=_Candidate.rank):
         twin = next((k for k in kept if _jaccard(_key(k.text), _key(c.text)) >= NEAR_DUPLICATE), None)
@@ -306,6 +313,7 @@ def type_statements(notes: Sequence[Note]) -> list[_Candidate]:
             kept.append(c)
         else:
             twin.tasks |= c.tasks
+            twin.workflow |= c.workflow
             twin.spellings.update({twin.text: c.count})  # counted for the kept text
     return sorted(kept, key=_Candidate.rank)
 
@@ -342,10 +350,13 @@ def aggregate(notes_by_type: dict[str, Sequence[Note | str]], budget_tokens: int
     common = _fit([_shared_text(cs) for cs in shared[:general]], [], budget_tokens // 2, count_tokens)
     texts, mapping = {}, {}
     for task_type, candidates in ranked.items():
-        own = [c.text for c in candidates
-               if not any(_jaccard(_key(c.text), _key(g)) >= NEAR_DUPLICATE for g in common)]
+        own = [c for c in candidates if not any(_jaccard(_key(c.text), _key(g)) >= NEAR_DUPLICATE for g in common)]
+        chosen = _fit([c.text for c in own], common, budget_tokens, count_tokens)
+        workflow = {c.text for c in own if c.workflow}
+        ordered = [t for t in chosen if t in workflow] + [t for t in chosen if t not in workflow]
+        fits = count_tokens(_render(common, ordered)) <= budget_tokens
         name = _file_name(task_type)
-        texts[name] = _bullets(_fit(own, common, budget_tokens, count_tokens))
+        texts[name] = _bullets(ordered if fits else chosen)
         mapping[task_type] = name
     return StaticSkills(general=_bullets(common), texts=texts, mapping=mapping)
 

@@ -138,7 +138,7 @@ def write_static_library(cfg: SeedConfig, annotations: list[AnnotationRecord],
             task = (tasks or {}).get(task_id)
             values[task_id] = dict(hook(task)) if hook is not None and task is not None else {}
         grouped.setdefault(steps[0].task_type, []).append(Note(a.episode_skill, task_id, steps[0].prompt,
-                                                               values[task_id]))
+                                                               values[task_id], steps[0].success))
     count, counted_by = token_counter(cfg)
     library = aggregate(grouped, cfg.annotate.static_skill_tokens, count)
     shutil.rmtree(out, ignore_errors=True)

@@ -187,6 +187,7 @@ def test_no_library_entry_names_one_instances_values(tmp_path, tiny_model_dir):
             assert name.lower() not in text.lower() and name.split(" of ")[-1] not in text
     assert "use only the card numbers, each once, and never append '=' before the formula is complete" in text
     assert "add up to 12 (use '+') or multiply to 12 (use '*')" in text
+    assert text.startswith("- Workflow: first check")  # workflow (successful episodes) first, then the pitfalls
 
 
 def test_instance_values_are_summarized_or_dropped_by_the_hook_and_the_generic_filters():
