@@ -22,13 +22,13 @@ def _weights(root: Path) -> str:
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path, tiny_params, prefect_server: str,
               mlflow_uri: str) -> tuple[Path, dict[str, str]]:
-    """A tiny project whose stages up to ``rl@grpo`` have run once (1 round)."""
+    """A tiny project whose stages up to ``rl@grpo`` (from the base model) and ``sft`` have run once (1 round)."""
     root = tmp_path_factory.mktemp("stale-rounds")
     copy_project(root, PROJECT_FILES)
     tiny_params(root / "params.yaml", tiny_model_dir, "data",
                 tracking={"experiment": "stale-rounds-test", "register_models": False})
     env = commit_project(root, prefect_server, mlflow_uri)
-    _run(["dvc", "repro", "rl@grpo"], root, env)
+    _run(["dvc", "repro", "rl@grpo", "sft"], root, env)
     return root, env
 
 
