@@ -29,7 +29,8 @@ import torch
 from seed_core.algorithms import ALGORITHMS, effective_config, effective_tags, effective_values
 from seed_core.analyzer.parse import skill_metrics
 from seed_core.config import SeedConfig, dump_resolved
-from seed_core.io import DataFileError, atomic_write_text, read_metrics, swap_dir, write_json, write_records
+from seed_core.io import (DataFileError, KnownError, atomic_write_text, read_metrics, swap_dir, write_json,
+                          write_records)
 from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.logs import Progress
 from seed_core.mechanism import skill_correct_metrics
@@ -107,8 +108,9 @@ def _prune_checkpoints(out_dir: Path, round_idx: int) -> None:
             shutil.rmtree(weights, ignore_errors=True)
 
 
-class StaleEngineWeightsError(RuntimeError):
-    """The generation engine sampled from other weights than the ones being trained (``check_weight_sync``)."""
+class StaleEngineWeightsError(KnownError, RuntimeError):
+    """The generation engine sampled from other weights than the ones being trained (``check_weight_sync``); its
+    one-line message names the fix (a known error: the stage CLI and the flows print it without a traceback)."""
 
 
 DIFF_MEAN, DIFF_MAX = "rollout/sampling_logp_diff_mean", "rollout/sampling_logp_diff_max"

@@ -12,6 +12,7 @@ import torch
 
 from seed_core.algorithms import ALGORITHMS
 from seed_core.config import RLConfig, SeedConfig
+from seed_core.io import one_line
 from seed_core.loader import with_overrides
 from seed_core.stages.rl import DIFF_MAX, DIFF_MEAN, StaleEngineWeightsError, check_weight_sync
 from seed_core.trainer.logprobs import score_in_chunks
@@ -69,6 +70,7 @@ def test_check_fails_a_stale_round_in_one_line_naming_the_fix() -> None:
         assert "\n" not in message and "round 3: stale engine weights" in message
         assert "rl.max_sampling_logp_diff = 0.1" in message and "0.2" in message
     assert "VLLM_SERVER_DEV_MODE=1" in message  # the vLLM fix
+    assert one_line(err.value) == message  # a known error: the stage CLI and the flows print it, no traceback
     with pytest.raises(StaleEngineWeightsError):
         check_weight_sync(_cfg(), {DIFF_MEAN: math.nan}, 0)
 
