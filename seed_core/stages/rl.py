@@ -246,8 +246,6 @@ def run_rl_round(
     if algorithm.analyzer is not None:
         frozen = None  # only the ``checkpoint`` analyzer reads rl.analyzer_checkpoint (default: the start)
         if algorithm.analyzer == "checkpoint":
-            frozen = None  # only the ``checkpoint`` analyzer reads rl.analyzer_checkpoint (default: the start)
-        if algorithm.analyzer == "checkpoint":
             frozen = analyzer_checkpoint or Path(cfg.rl.analyzer_checkpoint or init_checkpoint)
         # ``annotate``: the Stage-1 analyzer (OPID's external LLM; the offline ``oracle`` by default)
         client_name = cfg.annotate.client if algorithm.analyzer == "annotate" else algorithm.analyzer
