@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ import pytest
 from seed_app import workspace
 from tests.flows.conftest import write_tiny_params
 from tests.flows.test_dvc_repro import copy_project
+from tests.flows.test_services import HEALTH_SERVER, free_port  # a stand-in server that answers /health
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_DVC = """stages:
@@ -180,21 +180,7 @@ def test_nested_holds_and_other_threads_of_one_process_share_the_lock(tmp_path: 
     assert workspace.holder(tmp_path) is None and not workspace.inherited_fds(tmp_path)
 
 
-HEALTH_SERVER = """
-import http.server, sys
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200); self.end_headers(); self.wfile.write(b"OK")
-    def log_message(self, *a): pass
-http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
-"""
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def stand_in_servers(ui: Path) -> None:

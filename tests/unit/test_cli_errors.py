@@ -26,6 +26,7 @@ from flows import servers
 from seed_app import cli, inputs, workspace
 from seed_core.config import SeedConfig
 from seed_core.loader import with_overrides
+from tests.flows.test_services import HEALTH_SERVER, free_port  # a stand-in server that answers /health
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -183,27 +184,13 @@ def test_alfworld_data_data_dirs_and_endpoints_are_checked(tmp_path: Path, monke
 
 # --- seed ui names PIDs and ports -------------------------------------------------------------------------------
 
-HEALTH_SERVER = """
-import http.server, sys
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200); self.end_headers(); self.wfile.write(b"OK")
-    def log_message(self, *a): pass
-http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
 def ui_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """PID and URL files in tmp_path; default ports that nobody uses."""
     monkeypatch.setattr(servers, "ui_dir", lambda: tmp_path)
-    monkeypatch.setattr(servers, "DEFAULT_PORTS", {"prefect": _free_port(), "mlflow": _free_port()})
+    monkeypatch.setattr(servers, "DEFAULT_PORTS", {"prefect": free_port(), "mlflow": free_port()})
     return tmp_path
 
 
@@ -212,7 +199,7 @@ def running_ui(ui_dir: Path) -> Iterator[dict[str, tuple[int, int]]]:
     """Stand-ins for both of `seed ui`'s servers, recorded as `seed ui` records them: name -> (PID, port)."""
     procs, out = [], {}
     for name in ("prefect", "mlflow"):
-        port = _free_port()
+        port = free_port()
         procs.append(subprocess.Popen([sys.executable, "-c", HEALTH_SERVER, str(port)], start_new_session=True))
         (ui_dir / f"{name}.pid").write_text(str(procs[-1].pid))
         servers.record_url(name, f"http://127.0.0.1:{port}")
