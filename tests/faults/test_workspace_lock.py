@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -183,6 +184,18 @@ def test_nested_holds_and_other_threads_of_one_process_share_the_lock(tmp_path: 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
 
 
+_RESERVED: list[socket.socket] = []
+
+
+def reserved_port() -> int:
+    """A port bound, not listening, for this process's lifetime: nothing answers there and no stand-in server
+    started meanwhile can be given it (``free_port`` ports are free again at once, so two runs could collide)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    _RESERVED.append(sock)
+    return int(sock.getsockname()[1])
+
+
 def stand_in_servers(ui: Path) -> None:
     """In this process: ``flows.servers`` keeps its files in ``ui``, nothing is configured or on the default
     ports, and a run's temporary servers are small health servers (the warm stage server a sleeper)."""
@@ -192,7 +205,7 @@ def stand_in_servers(ui: Path) -> None:
     for var in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI", warm.SOCKET_VAR):
         os.environ.pop(var, None)
     servers.ui_dir = lambda: ui
-    servers.DEFAULT_PORTS = {"prefect": free_port(), "mlflow": free_port()}
+    servers.DEFAULT_PORTS = {"prefect": reserved_port(), "mlflow": reserved_port()}
     services.configured_prefect_api = lambda: None
     services.flush_prefect_workers = lambda: None
 
@@ -233,7 +246,7 @@ def test_run_pid_files_are_the_runs_own_and_a_run_stops_only_its_servers(tmp_pat
     stand_in_servers(tmp_path)
     ui_procs = {name: servers.spawn(name, SLEEPER) for name in ("prefect", "mlflow")}  # `seed ui`'s, still starting
     for name in ui_procs:
-        servers.record_url(name, f"http://127.0.0.1:{free_port()}")
+        servers.record_url(name, f"http://127.0.0.1:{reserved_port()}")  # `seed ui`'s, not answering yet
     ended, killed = services.run_name("prefect", 2**22 + 1), services.run_name("mlflow", 2**22 + 2)  # no such PIDs
     for name in (ended, killed):
         (tmp_path / f"{name}.log").write_text("old")
