@@ -25,13 +25,12 @@ import json
 import random
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from seed_core.config import EnvConfig
 from seed_core.envs.base import ENVS, TimeLimit
-from seed_core.envs.prompt_parts import history_block, make_seeded_tasks, seed_universe, seeded_tasks
+from seed_core.envs.prompt_parts import SeededTaskSet, history_block
 from seed_core.types import HistoryItem, ParsedAction, StepResult, Task
 
 NUMBERS = tuple(str(v) for v in range(1, 11))
@@ -200,12 +199,13 @@ Answer with JSON: {{"thoughts": "...", "action": "<token>"}}"""
 
 
 @ENVS.register("ezpoints")
-class EZPointsEnv(TimeLimit):
+class EZPointsEnv(SeededTaskSet, TimeLimit):
     """One EZPoints episode at a time; the cards are rebuilt from ``task.seed`` (``payload`` stays empty)."""
 
     name = "ezpoints"
     splits = ("train", "test")
     task_types = ("ezpoints",)
+    task_type = "ezpoints"  # SeededTaskSet: the type of every task
 
     def __init__(self, cfg: EnvConfig) -> None:
         self.cfg = cfg
@@ -215,19 +215,6 @@ class EZPointsEnv(TimeLimit):
     def new_game(self, task: Task) -> tuple[Game, tuple[str, str]]:
         cards, labels = deal(task.seed, self.cfg.ezpoints.target)
         return Game(cards, self.cfg.ezpoints.target, self.cfg.ezpoints.max_formula_length), labels
-
-    def make_tasks(self, split: str, n: int, seed: int) -> list[Task]:
-        return make_seeded_tasks(self.name, "ezpoints", split, n, seed)
-
-    def panel_universe(self, split: str) -> range:
-        """The split's task seeds (a seed rebuilds the whole instance)."""
-        return seed_universe(self.name, split)
-
-    def panel_source(self) -> dict[str, Any]:
-        return {}
-
-    def panel_tasks(self, split: str, ids: Sequence[int | str]) -> list[Task]:
-        return seeded_tasks(self.name, "ezpoints", split, [int(i) for i in ids])
 
     def _reset(self, task: Task) -> str:
         self._game, self._labels = self.new_game(task)

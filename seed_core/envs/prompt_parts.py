@@ -49,6 +49,27 @@ def seeded_tasks(env: str, task_type: str, split: str, seeds: list[int]) -> list
     return [Task(env=env, task_id=f"{env}-{split}-{s}", seed=s, split=split, task_type=task_type) for s in seeds]
 
 
+class SeededTaskSet:
+    """Tasks and evaluation panels of a generated environment whose task is its seed (EZPoints, Sokoban): a
+    mixin before ``TextEnv`` in the bases; ``task_type`` is the one type its tasks carry."""
+
+    name: str
+    task_type: str
+
+    def make_tasks(self, split: str, n: int, seed: int) -> list[Task]:
+        return make_seeded_tasks(self.name, self.task_type, split, n, seed)
+
+    def panel_universe(self, split: str) -> range:
+        """The split's task seeds (a seed rebuilds the whole instance)."""
+        return seed_universe(self.name, split)
+
+    def panel_source(self) -> dict:
+        return {}
+
+    def panel_tasks(self, split: str, ids) -> list[Task]:
+        return seeded_tasks(self.name, self.task_type, split, [int(i) for i in ids])
+
+
 def history_block(history: list[HistoryItem], step: int) -> str:
     """The "Prior to this step ..." paragraph: one ``[Observation k: '...', Action k: '...']`` line
     per remembered step, ``k`` 1-based (``HistoryItem.step`` is 0-based)."""

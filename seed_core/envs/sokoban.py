@@ -20,20 +20,16 @@ from __future__ import annotations
 import random
 import re
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 from seed_core.config import EnvConfig
 from seed_core.envs.base import ENVS, TimeLimit
 from seed_core.envs.prompt_parts import (
+    SeededTaskSet,
     has_cjk,
     has_think_block,
     history_block,
-    make_seeded_tasks,
-    seed_universe,
-    seeded_tasks,
     tag_contents,
 )
 from seed_core.types import HistoryItem, ParsedAction, StepResult, Task
@@ -258,10 +254,11 @@ def _where(cell: Pos) -> str:
 
 
 @ENVS.register("sokoban")
-class SokobanEnv(TimeLimit):
+class SokobanEnv(SeededTaskSet, TimeLimit):
     """One Sokoban episode at a time; the level is rebuilt from ``task.seed`` (``payload`` stays empty)."""
 
     name = "sokoban"
+    task_type = "sokoban"  # SeededTaskSet: the type of every task
     splits = ("train", "test")
     task_types = ("sokoban",)
 
@@ -274,19 +271,6 @@ class SokobanEnv(TimeLimit):
         """The start position of ``task`` (cached; depends on the seed, env.sokoban and env.max_steps)."""
         sok = self.cfg.sokoban
         return generate_level(task.seed, *sok.dim_room, sok.num_boxes, sok.search_depth, self.cfg.max_steps)
-
-    def make_tasks(self, split: str, n: int, seed: int) -> list[Task]:
-        return make_seeded_tasks(self.name, "sokoban", split, n, seed)
-
-    def panel_universe(self, split: str) -> range:
-        """The split's task seeds (a seed rebuilds the whole instance)."""
-        return seed_universe(self.name, split)
-
-    def panel_source(self) -> dict[str, Any]:
-        return {}
-
-    def panel_tasks(self, split: str, ids: Sequence[int | str]) -> list[Task]:
-        return seeded_tasks(self.name, "sokoban", split, [int(i) for i in ids])
 
     def _reset(self, task: Task) -> str:
         self._level = self.level(task)

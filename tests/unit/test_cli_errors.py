@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from flows import servers
 from seed_app import cli, inputs, workspace
 from seed_core.config import SeedConfig
 from seed_core.loader import with_overrides
+from tests.flows.test_dvc_repro import copy_project
 from tests.flows.test_services import HEALTH_SERVER, free_port  # a stand-in server that answers /health
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,21 +107,12 @@ def test_a_missing_model_directory_stops_the_run_before_anything_starts(tmp_path
         assert "$MODELS_ROOT" in line and "-S model.path=" in line and "testbed" in line
 
 
-def _copy(root: Path) -> None:
-    for name in ("seed_core", "tasks", "flows", "seed_app", "params.yaml", "presets/alfworld-qwen2.5-3b.yaml"):
-        src, dst = ROOT / name, root / name
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_dir():
-            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, dst)
-
-
 def test_seed_run_of_a_gpu_preset_without_its_model_is_one_line_at_once(tmp_path: Path) -> None:
     """The issue's first GPU command, as a real process in a copy of the project with an empty $MODELS_ROOT: one
     line naming the directory and the fix, exit 2, no server PID file, no workspace lock holder, in seconds."""
     root = tmp_path / "project"
-    _copy(root)
+    project_files = ("seed_core", "tasks", "flows", "seed_app", "params.yaml", "presets/alfworld-qwen2.5-3b.yaml")
+    copy_project(root, project_files)
     (tmp_path / "models").mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI", "ALFWORLD_DATA")}
     env |= {"MODELS_ROOT": str(tmp_path / "models"), "PYTHONPATH": str(root)}
