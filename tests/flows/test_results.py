@@ -131,11 +131,11 @@ def test_ui_urls() -> None:
 
 
 def test_seed_run_prints_the_table_and_the_ui_links(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from seed_app import cli
+    from seed_app import cli, cli_pipeline
 
     (tmp_path / "params.yaml").write_text((project_root() / "params.yaml").read_text())
     write_reports(tmp_path / "reports", "cli")
-    monkeypatch.setattr(cli, "project_root", lambda: tmp_path)
+    monkeypatch.setattr(cli_pipeline, "project_root", lambda: tmp_path)
     seen: list[Any] = []
 
     def fake_run_in_flow(preset: Any, overrides: Any, name: Any) -> dvc_run.PipelineRun:

@@ -22,7 +22,7 @@ import typer
 from typer.testing import CliRunner
 
 from flows import servers
-from seed_app import cli, inputs, workspace
+from seed_app import cli, cli_pipeline, inputs, workspace
 from seed_core.config import SeedConfig
 from seed_core.loader import with_overrides
 from tests.flows.test_dvc_repro import copy_project
@@ -68,7 +68,7 @@ def nothing_starts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(servers, "spawn", refuse)
     monkeypatch.setattr(workspace, "hold", hold)
     monkeypatch.setattr(workspace, "check", lambda *a, **k: None)
-    monkeypatch.setattr(cli.subprocess, "run", refuse)
+    monkeypatch.setattr(cli_pipeline.subprocess, "run", refuse)
     return held
 
 
