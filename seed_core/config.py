@@ -77,6 +77,16 @@ class EZPointsConfig(Section):
     prompt: Literal["paper", "compact"] = "paper"
     """``paper``: the verl-agent template (rules, rewards, JSON format); ``compact``: the same task, observation
     and answer format in three lines, ~8x fewer tokens (the CPU testbed: README "The testbed")."""
+    target_rule: Literal["fixed", "suit"] = "fixed"
+    """``fixed``: every formula must equal ``target`` (gym-cards). ``suit`` (the mechanism lab, issue 25): the
+    target is hidden; it is the *sum* of the two card numbers when the first card is red (hearts, diamonds) and
+    their *product* when it is black, and the task line says only "the sum or the product"."""
+    action_unit: Literal["token", "formula"] = "token"
+    """``token``: one token appended per step (gym-cards); ``formula``: the action is a whole formula
+    ``a op b``, evaluated at once (one decision per episode)."""
+    reward: Literal["shaped", "binary"] = "shaped"
+    """``shaped``: +10 win, -1 per mistake (gym-cards); ``binary``: 1 for a win, else 0, so a group in which every
+    episode fails has exactly zero GRPO advantage."""
 
 
 class ALFWorldConfig(Section):
@@ -367,6 +377,13 @@ class TestbedConfig(Section):
     """Fraction of pretraining steps also shown with the episode's hindsight skill and the expert action."""
     analysis_fraction: float = Field(default=0.25, ge=0.0, le=1.0)
     """Fraction of pretraining episodes also given as an analysis example (analysis prompt -> oracle JSON)."""
+    plain_policy: Literal["expert", "naive"] = "expert"
+    """Who plays the plain agent turns: the noisy ``expert``, or the environment's noisy ``naive`` player (its
+    ``naive_action``: what a player who ignores the unstated part of the task does), so the pretrained policy
+    has a prior that only a skill's content can correct (the mechanism lab)."""
+    mismatch_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Fraction of skill-conditioned turns whose skill is another task's, with *that skill's* plan as the target
+    (the environment's ``plan_action``): the policy learns to follow a skill's content, not its presence."""
     hidden_size: int = Field(default=128, ge=16)
     layers: int = Field(default=4, ge=1)
     vocab_size: int = Field(default=1024, ge=300)

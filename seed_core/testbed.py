@@ -11,6 +11,10 @@ by ``prepare_model`` (model name ``testbed``) from text the environment itself g
   oracle's hindsight skill for that episode inserted by the SEED/OPID rule (``insert_episode_skill``) and
   the *noise-free* expert action as the target, a fraction ``testbed.skill_fraction`` of the steps. A skill
   in context can thus change the actions, as the paper assumes of a real LLM (the teacher context).
+* with ``testbed.plain_policy: naive`` the agent turns are played by the environment's noisy *naive* player
+  instead (``naive_action``), and a fraction ``testbed.mismatch_fraction`` of the skill turns carry *another*
+  task's skill with that skill's plan as the target (``plan_action``): the mechanism lab's policy has a prior
+  that is wrong where the task line is silent, and follows what a skill says, not merely that one is there.
 * **analyses** ``(analysis prompt, oracle JSON)`` for a fraction ``testbed.analysis_fraction`` of the
   episodes, so the model has seen the analysis format before Stage 1 (whose job is to teach it) sharpens it.
   Analysis prompts hold a whole trajectory and cost ~6x an agent turn, so this fraction sets the budget.
@@ -28,17 +32,20 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from seed_core.config import SeedConfig, SFTConfig
 from seed_core.registry import Registry
 
-RANDOM_ACTIONS: Registry[tuple[str, ...]] = Registry("testbed environment (random-action set)")
-"""Per environment, the actions the noisy expert draws from (an environment with a fixed action set)."""
+if TYPE_CHECKING:
+    from seed_core.rollout.expert import RandomAction
+
+RANDOM_ACTIONS: Registry[RandomAction] = Registry("testbed environment (random-action set)")
+"""Per environment, the actions the noisy expert draws from: a fixed set, or ``(env, rng) -> action``."""
 RANDOM_ACTIONS.register("sokoban")(("up", "down", "left", "right"))
-RANDOM_ACTIONS.register("ezpoints")(tuple(str(v) for v in range(1, 11)) + ("+", "*", "="))
+RANDOM_ACTIONS.register("ezpoints")(lambda env, rng: env.random_action(rng))  # a token, or a formula of the cards
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +77,6 @@ def build_corpus(cfg: SeedConfig) -> Corpus:
     """Noisy-expert episodes on ``testbed.episodes`` train tasks, their oracle analyses and skill turns."""
     from seed_core.analyzer.annotate import annotate_trajectories, sft_examples
     from seed_core.analyzer.clients import OracleClient
-    from seed_core.skill_insert import insert_episode_skill
     from seed_core.envs import make_env
     from seed_core.rollout.collector import group_by_trajectory
     from seed_core.rollout.expert import play_expert
@@ -80,7 +86,8 @@ def build_corpus(cfg: SeedConfig) -> Corpus:
     env = make_env(cfg.env)
     seed = cfg.project.seed + PRETRAIN_SEED_OFFSET
     tasks = env.make_tasks("train", tb.episodes, seed=seed)
-    records = play_expert(cfg.env, tasks, policy_version="testbed-corpus", noise=tb.noise, actions=actions, seed=seed)
+    records = play_expert(cfg.env, tasks, policy_version="testbed-corpus", noise=tb.noise, actions=actions, seed=seed,
+                          player=tb.plain_policy)
     trajectories = group_by_trajectory(records)
     notes = annotate_trajectories(trajectories, {t.task_id: t for t in tasks}, OracleClient(env, cfg.env.name),
                                   parse_attempts=1, policy_version="testbed-corpus", env=env)
@@ -88,18 +95,33 @@ def build_corpus(cfg: SeedConfig) -> Corpus:
     rng = random.Random(seed)
     agent, skill = [], []
     by_task = {t.task_id: t for t in tasks}
+    others = sorted(skills.values())
     for traj_id, steps in trajectories.items():
         agent += [(r.prompt, r.response) for r in steps]
         env.reset(by_task[steps[0].task_id])
         for r in steps:  # replay the episode: the expert's move in every visited state
             if traj_id in skills and rng.random() < tb.skill_fraction:
-                target = env.format_response(env.expert_action())
-                skill.append((insert_episode_skill(r.prompt, skills[traj_id]), target))
+                skill.append(skill_turn(env, r.prompt, skills[traj_id], others, rng, tb.mismatch_fraction))
             if not r.done:
                 env.step(r.action)
     analyses = sft_examples(notes)
     keep = round(tb.analysis_fraction * len(analyses))
     return Corpus(agent=agent, skill=skill, analysis=rng.sample(analyses, keep) if keep < len(analyses) else analyses)
+
+
+def skill_turn(env: Any, prompt: str, own: str, others: list[str], rng: random.Random,
+               mismatch_fraction: float) -> tuple[str, str]:
+    """A skill-conditioned example: the episode's own skill and the noise-free expert action, or (with probability
+    ``mismatch_fraction``, drawn only when it is > 0 so the default corpus keeps its draws) another task's skill
+    and the action *its* plan states (``env.plan_action``; the own skill when the drawn one states none)."""
+    from seed_core.skill_insert import insert_episode_skill
+
+    if mismatch_fraction > 0 and others and rng.random() < mismatch_fraction:
+        other = rng.choice(others)
+        plan = env.plan_action(other) if hasattr(env, "plan_action") else None
+        if other != own and plan is not None:
+            return insert_episode_skill(prompt, other), env.format_response(plan)
+    return insert_episode_skill(prompt, own), env.format_response(env.expert_action())
 
 
 def train_tokenizer(texts: list[str], vocab_size: int) -> Any:

@@ -17,6 +17,17 @@ Rules as in gym-cards ``EZPointEnv`` (environments-notes.md §3.2):
   format penalty). The episode also ends after ``max_steps`` steps (verl-agent: 8).
 * The formula is evaluated by a tiny parser that mirrors Python's ``eval`` on this alphabet (``+``/``*``,
   unary ``+``, ``**``, digits, spaces), never by ``eval`` itself.
+
+The mechanism-lab variant (issue 25; ``presets/testbed-mechanism.yaml``) changes three rules, each a key of
+``env.ezpoints``:
+
+* ``target_rule: suit``: both card values uniform in 2..10 (J, Q, K count 10; never two 2s, whose sum is their
+  product), suits random; the hidden target is ``a + b`` if the first card is red (hearts, diamonds) and ``a * b``
+  if it is black. The task line says "the sum or the product", so a policy that ignores the suit is right half
+  the time, and a failed episode tells in hindsight which one it was (the other).
+* ``action_unit: formula``: the action is a whole formula ``a op b`` (played as ``a``, ``op``, ``b``, ``=``), so
+  an episode is one decision and P(expert action) is the probability of that decision.
+* ``reward: binary``: 1 for a win, else 0 (no -1 penalties), so an all-fail group has zero GRPO advantage.
 """
 
 from __future__ import annotations
@@ -40,8 +51,13 @@ RANK_NAMES = {1: "Ace", 11: "Jack", 12: "Queen", 13: "King"}
 WIN_REWARD = 10.0
 PENALTY = -1.0
 _MAX_EXPONENT = 64
-STATED_FORMULA = re.compile(r"(?<![\d.])(\d{1,2})\s*([+*])\s*(\d{1,2})(?![\d.])")
-"""A formula of two numbers as a skill states it (``4*3``, ``10 + 2``): what ``judge_skill`` reads."""
+STATED_FORMULA = re.compile(r"(?<!\d)(?<!\d\.)(\d{1,2})\s*([+*])\s*(\d{1,2})(?!\d|\.\d)")
+"""A formula of two numbers as a skill states it (``4*3``, ``10 + 2``, ``Answer 4*6.``; not a decimal such as ``4*6.5``):
+what ``judge_skill`` reads."""
+RED_SUITS = ("hearts", "diamonds")
+"""``target_rule: suit``: a red first card makes the hidden target the sum, a black one the product."""
+PLAN = re.compile(r"Answer (\d{1,2}\s*[+*]\s*\d{1,2})")
+"""The plan a ``target_rule: suit`` oracle skill states (``... Answer 4*6.``): what ``plan_action`` reads."""
 
 
 def evaluate(formula: str) -> int | None:
@@ -106,6 +122,21 @@ def deal(seed: int, target: int) -> tuple[tuple[int, int], tuple[str, str]]:
         if rng.random() <= 0.5:
             cards, labels = cards[::-1], labels[::-1]
         return cards, labels
+
+
+def deal_suit(seed: int) -> tuple[tuple[int, int], tuple[str, str], int]:
+    """Cards, their names and the hidden target of task ``seed`` under ``target_rule: suit`` (module docstring)."""
+    rng = random.Random(f"ezpoints-suit:{seed}")
+    while True:
+        ranks = (rng.randint(2, 13), rng.randint(2, 13))
+        cards = (min(ranks[0], 10), min(ranks[1], 10))
+        if cards != (2, 2):
+            break
+    suits = (rng.choice(SUITS), rng.choice(SUITS))
+    labels = (f"{RANK_NAMES.get(ranks[0], str(ranks[0]))} of {suits[0]}",
+              f"{RANK_NAMES.get(ranks[1], str(ranks[1]))} of {suits[1]}")
+    target = cards[0] + cards[1] if suits[0] in RED_SUITS else cards[0] * cards[1]
+    return cards, labels, target
 
 
 def solutions(cards: tuple[int, int], target: int) -> list[list[str]]:
@@ -197,6 +228,14 @@ Step {step}. {observation}
 Answer with JSON: {{"thoughts": "...", "action": "<token>"}}"""
 """``env.ezpoints.prompt: compact``: task line (skills are inserted after it), observation, answer format."""
 
+_COMPACT_FORMULA = """Your task is: answer with one formula of the two card numbers (a+b or a*b) equal to {target}.
+Step {step}. {observation}
+Answer with JSON: {{"thoughts": "...", "action": "<formula>"}}"""
+"""``prompt: compact`` with ``action_unit: formula``."""
+
+HIDDEN_TARGET = "the hidden target (the sum or the product of the two card numbers)"
+"""How the task line names the target under ``target_rule: suit`` (it never says which)."""
+
 
 @ENVS.register("ezpoints")
 class EZPointsEnv(SeededTaskSet, TimeLimit):
@@ -208,13 +247,27 @@ class EZPointsEnv(SeededTaskSet, TimeLimit):
     task_type = "ezpoints"  # SeededTaskSet: the type of every task
 
     def __init__(self, cfg: EnvConfig) -> None:
+        if cfg.ezpoints.action_unit == "formula" and cfg.ezpoints.prompt != "compact":
+            raise ValueError("env.ezpoints.action_unit=formula needs env.ezpoints.prompt=compact (the paper prompt "
+                             "teaches one token per step); set prompt: compact")
         self.cfg = cfg
         self._game: Game | None = None
         self._labels: tuple[str, str] = ("", "")
 
+    @property
+    def formula_actions(self) -> bool:
+        return self.cfg.ezpoints.action_unit == "formula"
+
     def new_game(self, task: Task) -> tuple[Game, tuple[str, str]]:
-        cards, labels = deal(task.seed, self.cfg.ezpoints.target)
-        return Game(cards, self.cfg.ezpoints.target, self.cfg.ezpoints.max_formula_length), labels
+        ez = self.cfg.ezpoints
+        if ez.target_rule == "suit":
+            cards, labels, target = deal_suit(task.seed)
+        else:
+            (cards, labels), target = deal(task.seed, ez.target), ez.target
+        return Game(cards, target, ez.max_formula_length), labels
+
+    def _target_text(self) -> str:
+        return HIDDEN_TARGET if self.cfg.ezpoints.target_rule == "suit" else str(self.cfg.ezpoints.target)
 
     def _reset(self, task: Task) -> str:
         self._game, self._labels = self.new_game(task)
@@ -222,21 +275,20 @@ class EZPointsEnv(SeededTaskSet, TimeLimit):
 
     def _observation(self) -> str:
         game = self._require_game()
-        return (
-            f"Cards: {self._labels[0]}, {self._labels[1]} (values {game.cards[0]} and {game.cards[1]})\n"
-            f"The current formula is: '{game.formula}'"
-        )
+        cards = f"Cards: {self._labels[0]}, {self._labels[1]} (values {game.cards[0]} and {game.cards[1]})"
+        return cards if self.formula_actions else f"{cards}\nThe current formula is: '{game.formula}'"
 
     def build_prompt(self, observation: str, history: list[HistoryItem], step: int) -> str:
-        ez = self.cfg.ezpoints
+        ez, target = self.cfg.ezpoints, self._target_text()
         if ez.prompt == "compact":
-            return _COMPACT.format(target=ez.target, observation=observation, step=step + 1)
+            template = _COMPACT_FORMULA if self.formula_actions else _COMPACT
+            return template.format(target=target, observation=observation, step=step + 1)
         current = "Your current observation is:"
         if history:
             current = f"{history_block(history, step)}\nYou are now at step {step + 1} and y{current[1:]}"
         return (
-            f"{_INTRO.format(target=ez.target, max_length=ez.max_formula_length)}{current}\n{observation}\n"
-            f"Append the next token to the current formula.\n{_ANSWER.format(target=ez.target)}"
+            f"{_INTRO.format(target=target, max_length=ez.max_formula_length)}{current}\n{observation}\n"
+            f"Append the next token to the current formula.\n{_ANSWER.format(target=target)}"
         )
 
     def parse_action(self, response: str) -> ParsedAction:
@@ -247,6 +299,9 @@ class EZPointsEnv(SeededTaskSet, TimeLimit):
         if start == -1:
             return ParsedAction(action="", valid=False)
         rest = text[start + len('"action":') :]
+        if self.formula_actions:  # the first stated formula after "action": (``4*6``, ``10 + 2``)
+            match = STATED_FORMULA.search(rest)
+            return ParsedAction("".join(match.groups()), True) if match else ParsedAction("", False)
         found = {"10"} if "10" in rest else set()
         rest = rest.replace("10", "")
         found |= {t for t in TOKENS if t != "10" and t in rest}
@@ -254,26 +309,68 @@ class EZPointsEnv(SeededTaskSet, TimeLimit):
 
     def _step(self, action: str) -> StepResult:
         game = self._require_game()
-        reward, note = game.play(action)
+        if self.formula_actions:  # ``a op b`` is played as its three tokens and ``=``
+            reward, note = 0.0, "invalid"
+            for token in [*re.findall(r"\d+|[+*]", action), "="] if action else []:
+                step_reward, note = game.play(token)
+                reward += step_reward
+        else:
+            reward, note = game.play(action)
+        if self.cfg.ezpoints.reward == "binary":
+            reward = 1.0 if game.won else 0.0
         info = {"action_valid": note != "invalid", "note": note, "formula": game.formula}
         return StepResult(self._observation(), reward, game.over, game.won, info)
 
     def task_description(self) -> str:
         game = self._require_game()
         a, b = game.cards
-        return f"Build a formula equal to {game.target} from the card numbers {a} and {b}."
+        target = HIDDEN_TARGET if self.cfg.ezpoints.target_rule == "suit" else str(game.target)
+        return f"Build a formula equal to {target} from the card numbers {a} and {b}."
 
     def expert_action(self) -> str:
-        """Next token of a winning formula, or ``"="`` once the formula has left every winning one."""
-        options = self._require_game().next_tokens()
+        """Next token of a winning formula, or ``"="`` once the formula has left every winning one; with
+        ``action_unit: formula`` the winning formula itself (first card first)."""
+        game = self._require_game()
+        if self.formula_actions:
+            return "".join(solutions(game.cards, game.target)[0][:3])
+        options = game.next_tokens()
         return options[0] if options else "="
 
+    def naive_action(self) -> str:
+        """What a player who ignores the hidden rule does (``testbed.plain_policy: naive``): the *sum* of the two
+        card numbers, first card first (as a formula, or its next token)."""
+        game = self._require_game()
+        a, b = game.cards
+        if self.formula_actions:
+            return f"{a}+{b}"
+        naive = Game(game.cards, a + b, game.max_length, list(game.tokens), list(game.used))
+        options = naive.next_tokens()
+        return options[0] if options else "="
+
+    def random_action(self, rng: random.Random) -> str:
+        """A uniformly random action: a formula of the two cards (either order, ``+`` or ``*``), or a token."""
+        if not self.formula_actions:
+            return rng.choice(TOKENS)
+        a, b = self._require_game().cards
+        first, second = (a, b) if rng.random() < 0.5 else (b, a)
+        return f"{first}{rng.choice('+*')}{second}"
+
+    def plan_action(self, skill: str) -> str | None:
+        """The action a skill's plan prescribes (``PLAN``: ``Answer 4*6``), formula actions only; None if it states
+        none (``testbed.mismatch_fraction``: the policy is taught to follow the content of another task's skill)."""
+        match = PLAN.search(skill) if self.formula_actions else None
+        return re.sub(r"\s+", "", match.group(1)) if match else None
+
     def format_response(self, action: str) -> str:
-        thoughts = "I read both card numbers and the current formula and append the token that completes it."
+        thoughts = ("I read both card numbers and answer with the formula." if self.formula_actions else
+                    "I read both card numbers and the current formula and append the token that completes it.")
         return json.dumps({"thoughts": thoughts, "action": action})
 
     def oracle_skill(self, task: Task, actions: list[str], success: bool) -> dict[str, str]:
-        """The formula that worked, or the first token that left every winning formula (1-based step)."""
+        """The formula that worked, or the first token that left every winning formula (1-based step); under
+        ``target_rule: suit`` the rule the first card's colour decides and the answer (``suit_skill``)."""
+        if self.cfg.ezpoints.target_rule == "suit":
+            return self.suit_skill(task, actions, success)
         game, _ = self.new_game(task)
         a, b = game.cards
         answer = solutions(game.cards, game.target)[0]
@@ -306,23 +403,38 @@ class EZPointsEnv(SeededTaskSet, TimeLimit):
         )
         return {"episode_summary": summary, "episode_skill": skill}
 
+    def suit_skill(self, task: Task, actions: list[str], success: bool) -> dict[str, str]:
+        """``target_rule: suit``: "the first card is red/black, so the hidden target is the sum/product ...
+        Answer a op b." (the only formula in the skill is the answer, which ``plan_action`` reads)."""
+        game, labels = self.new_game(task)
+        a, b = game.cards
+        colour, kind = ("red", "sum") if labels[0].rsplit(" ", 1)[-1] in RED_SUITS else ("black", "product")
+        answer = "".join(solutions(game.cards, game.target)[0][:3])
+        tried = " then ".join(actions) or "nothing"
+        rule = f"the first card is {colour}, so the hidden target is the {kind} of the two card numbers."
+        if success:
+            return {"episode_summary": f"Answered {tried} and won.",
+                    "episode_skill": f"Workflow: {rule} Answer {answer}."}
+        return {"episode_summary": f"Answered {tried} and failed.",
+                "episode_skill": f"Avoid the wrong operator: {rule} Answer {answer}."}
+
     def judge_skill(self, task: Task, skill: str) -> bool:
         """Whether ``skill`` states a correct solution for this instance: some formula ``a op b`` in its text
         (``STATED_FORMULA``: two numbers joined by ``+`` or ``*``) uses exactly the two card values and equals
         the target. A skill for other cards, with the wrong operator, or with no formula at all is wrong (the
         oracle's skills, success and failure alike, state the winning formula)."""
-        cards, _ = deal(task.seed, self.cfg.ezpoints.target)
+        game, _ = self.new_game(task)
         for a, op, b in STATED_FORMULA.findall(skill):
             x, y = int(a), int(b)
-            if sorted((x, y)) == sorted(cards) and (x + y if op == "+" else x * y) == self.cfg.ezpoints.target:
+            if sorted((x, y)) == sorted(game.cards) and (x + y if op == "+" else x * y) == game.target:
                 return True
         return False
 
     def instance_values(self, task: Task) -> dict[str, str]:
         """The values of this instance (``seed_core.static_skills`` step 3): the two card values and card names,
         cut out of a type-level skill ("the card numbers 4 and 8" -> "the card numbers")."""
-        cards, labels = deal(task.seed, self.cfg.ezpoints.target)
-        return {**{str(c): "" for c in cards}, **{label: "" for label in labels}}
+        game, labels = self.new_game(task)
+        return {**{str(c): "" for c in game.cards}, **{label: "" for label in labels}}
 
     def _describe(self, number: int, action: str, before: str, note: str, expected: list[str]) -> str:
         should = f"; the right token was {' or '.join(repr(t) for t in expected)}" if expected else ""
