@@ -4,6 +4,8 @@
     seed run --preset presets/sokoban-qwen2.5-1.5b.yaml -S rl.opd_coef=0.02 --name opd-0.02
     seed sweep --seeds 5                       # the methods table over random seeds, with confidence intervals
     seed sweep --methods vanilla,sft,grpo,skill_grpo,skill_grpo*,sdar,seed   # "*": with the static skills
+    seed worker --pool sweeps                  # a Prefect process worker serving sweep cells (one per machine)
+    seed sweep --pool sweeps --seeds 10        # the sweep's cells fanned out to the pool's workers
     seed stage rl@seed                         # one DVC stage (dvc repro --single-item)
     seed ui / seed ui --stop                   # Prefect + MLflow servers on 127.0.0.1
     seed init                                  # the project's Prefect and MLflow stores (setup.sh runs it)
@@ -16,7 +18,7 @@ never a traceback: a usage error (``SeedGroup``), a bad config or preset, a miss
 endpoint that does not answer (``seed_app.inputs``, checked before any server or stage starts), a busy
 workspace (``pipeline_errors``); the shared parts are in ``seed_app.cli_base``.
 
-The commands live in one module per group, ``seed_app/cli_<group>.py`` (pipeline, ui, preflight), each declared
+The commands live in one module per group, ``seed_app/cli_<group>.py`` (pipeline, pool, ui, preflight), each declared
 with ``cli_base.command(...)``; ``COMMANDS`` below registers them in the order ``seed --help`` lists them. A new
 command: a function declared so in its group's module (or a new ``cli_<group>.py``), one entry in ``COMMANDS``,
 and its bad arguments in ``tests/unit/test_cli_errors.py`` ``BAD_ARGS``.
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import typer
 
-from seed_app import cli_pipeline, cli_preflight, cli_ui
+from seed_app import cli_pipeline, cli_pool, cli_preflight, cli_ui
 from seed_app.cli_base import SeedGroup, one_line, parse_overrides, register
 from seed_app.cli_pipeline import parse_methods, up_to_date
 
@@ -36,8 +38,8 @@ app = typer.Typer(cls=SeedGroup, rich_markup_mode=None, no_args_is_help=True, ad
                   help="Run the SEED pipeline (DVC stages, Prefect flows, MLflow tracking) and show its results. "
                        "Every command's --help says what it does and takes.")
 
-COMMANDS = (cli_pipeline.run, cli_pipeline.sweep, cli_pipeline.stage, cli_ui.init, cli_ui.ui, cli_ui.serve,
-            cli_preflight.preflight, cli_pipeline.table)
+COMMANDS = (cli_pipeline.run, cli_pipeline.sweep, cli_pool.worker, cli_pipeline.stage, cli_ui.init, cli_ui.ui,
+            cli_ui.serve, cli_preflight.preflight, cli_pipeline.table)
 """Every ``seed`` subcommand, in the order of ``seed --help``."""
 
 register(app, COMMANDS)

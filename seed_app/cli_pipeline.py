@@ -100,17 +100,25 @@ def sweep(seeds: Annotated[int, typer.Option(min=1, metavar="N", help="Run rando
               metavar="LIST", help="Comma-separated methods: vanilla, sft, any RL algorithm, and any of them with * "
                                    "(skill_grpo*: evaluated with the static skills in the prompt); the default is "
                                    "sweep.methods.")] = None,
-          preset: PresetOption = None, set_: SetOption = None) -> None:
+          preset: PresetOption = None, set_: SetOption = None,
+          pool: Annotated[Optional[str], typer.Option(
+              metavar="NAME", help="Fan the cells out to the `seed worker`s of this Prefect work pool instead of "
+                                   "running them here one by one.")] = None) -> None:
     """Run the methods table over several random seeds, with confidence intervals.
 
     Each method gets its mean with a 95% CI, the IQM and P(SEED > GRPO) (sweep/dvc.yaml). Finished cells are
     reused, so a killed sweep reruns only the missing ones. The config and what the run needs from outside are
-    checked before anything starts; the sweep holds the workspace like `seed run`.
+    checked before anything starts; the sweep holds the workspace like `seed run`. With --pool, each cell is a
+    run of a Prefect deployment that any worker of the pool takes (seed_app/pool.py, docs/experiments.md).
     """
     from seed_app import workspace
 
     with pipeline_errors():
         overrides = parse_overrides(set_ or [])
+        if pool:
+            from seed_app.cli_pool import check_pool_name
+
+            check_pool_name(pool)
         workspace.check()  # read-only, at once: not after the config load (~1 s)
         current = loader.load_config(preset or project_root() / "params.yaml")
         if list(range(seeds)) != current.sweep.seeds:
@@ -122,11 +130,17 @@ def sweep(seeds: Annotated[int, typer.Option(min=1, metavar="N", help="Run rando
             from seed_app import inputs
 
             inputs.check_run(cfg)  # model directory, data, endpoints: before Prefect or a server starts
-            from seed_app.dvc_run import run_pipeline
+            if pool:
+                from seed_app.pool import run_pool_sweep
 
-            run_pipeline(preset, overrides, targets=("sweep/dvc.yaml",), run_name="sweep", summary=sweep_metrics,
-                         artifacts=("params.yaml", "sweep/dvc.lock", f"{SWEEP_DIR}/table.md",
-                                    f"{SWEEP_DIR}/learning.json", f"{SWEEP_DIR}/curve_success.png"), reports=None)
+                run_pool_sweep(cfg, pool, sweep_metrics)
+            else:
+                from seed_app.dvc_run import run_pipeline
+
+                run_pipeline(preset, overrides, targets=("sweep/dvc.yaml",), run_name="sweep", summary=sweep_metrics,
+                             artifacts=("params.yaml", "sweep/dvc.lock", f"{SWEEP_DIR}/table.md",
+                                        f"{SWEEP_DIR}/learning.json", f"{SWEEP_DIR}/curve_success.png"),
+                             reports=None)
     typer.echo((project_root() / SWEEP_DIR / "table.md").read_text())
 
 

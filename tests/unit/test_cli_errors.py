@@ -36,7 +36,11 @@ BAD_ARGS: dict[str, list[tuple[list[str], tuple[str, ...]]]] = {
             (["run", "--nmae", "x"], ("--nmae", "--name", "seed run --help")),
             (["run", "-S", "rl.opd_coeff=1"], ("opd_coeff", "opd_coef"))],
     "sweep": [(["sweep", "--preset", "presets/nope.yaml"], ("presets/nope.yaml", "smollm2-sokoban.yaml")),
-              (["sweep", "--seeds", "0"], ("--seeds '0'", "greater than or equal to 1", "seed sweep --help"))],
+              (["sweep", "--seeds", "0"], ("--seeds '0'", "greater than or equal to 1", "seed sweep --help")),
+              (["sweep", "--pool", "a/b"], ("'a/b'", "letters, digits"))],
+    "worker": [(["worker"], ("--pool", "seed worker --help")),
+               (["worker", "--pool", "a b"], ("'a b'", "letters, digits")),
+               (["worker", "--pool", "p", "--limit", "0"], ("--limit '0'", "greater than or equal to 1"))],
     "stage": [(["stage", "rl@sed"], ("'rl@sed'", "rl@seed", "prepare_model", "seed stage NAME")),
               (["stage"], ("NAME", "prepare_model", "seed stage --help"))],
     "init": [(["init", "extra"], ("(extra)", "takes no arguments", "seed init --help"))],
@@ -46,7 +50,7 @@ BAD_ARGS: dict[str, list[tuple[list[str], tuple[str, ...]]]] = {
     "preflight": [(["preflight", "--algorithm", "nope"], ("'nope'", "seed_static")),
                   (["preflight", "--heldout", "1"], ("--heldout", ">= 2", "got 1"))],
     "table": [(["table", "extra"], ("(extra)", "takes no arguments"))],
-    "": [(["rnu"], ("'rnu'", "run, sweep, stage", "seed --help"))],
+    "": [(["rnu"], ("'rnu'", "run, sweep, worker, stage", "seed --help"))],
 }
 
 

@@ -1,0 +1,154 @@
+"""A Prefect work pool of sweep cells: the pool and the cell deployment (created when missing), and the fan-out
+that submits cells with ``run_deployment``, waits, and resubmits a failed, crashed or lost one on any worker.
+
+The deployment (``<CELL_FLOW>/<pool>``) has no code storage: one pull step enters ``$SEED_WORKER_ROOT``, the
+project clone ``seed worker`` runs in (each worker exports its own), and the process worker puts that directory
+first on the flow run's ``PYTHONPATH``, so every cell runs the code of the clone that picked it up. Registering it
+again (every ``seed worker`` and every ``seed sweep --pool`` does) updates the same deployment.
+
+A cell is *lost* when its flow run is not final and the worker that took it (its ``prefect.worker.name`` label)
+sent no heartbeat for ``LOST_AFTER_HEARTBEATS`` of its heartbeat intervals plus ``LOST_GRACE_S`` (a worker killed
+with SIGKILL never reports its flow run; the cell process it started exits on its own within a second, see
+``flows.sweep_pool.watch_worker``): the fan-out marks it crashed and submits the cell again, at most ``retries``
+times per cell.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable
+from uuid import UUID
+
+POOL_TYPE = "process"
+CELL_FLOW = "sweep-pool-cell"
+"""The cell flow (``flows.sweep_pool.sweep_pool_cell_flow``); its deployment on pool P is ``sweep-pool-cell/P``."""
+ENTRYPOINT = "flows/sweep_pool.py:sweep_pool_cell_flow"
+ROOT_VAR, WORKER_PID_VAR, THREADS_VAR = "SEED_WORKER_ROOT", "SEED_WORKER_PID", "SEED_TORCH_THREADS"
+"""Set by ``seed worker`` for its flow runs: its project clone, its PID, the torch threads of each cell."""
+LOST_AFTER_HEARTBEATS, LOST_GRACE_S = 3, 5.0
+
+
+def deployment_name(pool: str) -> str:
+    return f"{CELL_FLOW}/{pool}"
+
+
+def ensure_pool(client: Any, pool: str) -> None:
+    """Create work pool ``pool`` (type ``process``, Prefect's default job template) unless it exists; one of another
+    type is an error naming it."""
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
+    from prefect.workers.process import ProcessWorker
+
+    try:
+        found = client.read_work_pool(pool)
+    except ObjectNotFound:
+        try:
+            client.create_work_pool(WorkPoolCreate(name=pool, type=POOL_TYPE,
+                                                   base_job_template=ProcessWorker.get_default_base_job_template()))
+        except ObjectAlreadyExists:  # another worker created it meanwhile
+            pass
+        return
+    if found.type != POOL_TYPE:
+        raise ValueError(f"work pool {pool!r} has type {found.type!r}, sweep cells need a {POOL_TYPE!r} pool: choose "
+                         f"another --pool name")
+
+
+def ensure_deployment(pool: str) -> str:
+    """The pool (``ensure_pool``) and the cell deployment on it (created or updated); returns its name."""
+    from prefect.client.orchestration import get_client
+    from prefect.utilities.callables import parameter_schema
+
+    from flows.sweep_pool import sweep_pool_cell_flow
+
+    with get_client(sync_client=True) as client:
+        ensure_pool(client, pool)
+        flow_id = client.create_flow(sweep_pool_cell_flow)
+        client.create_deployment(
+            flow_id=flow_id, name=pool, work_pool_name=pool, entrypoint=ENTRYPOINT,
+            pull_steps=[{"prefect.deployments.steps.set_working_directory": {"directory": f"{{{{ ${ROOT_VAR} }}}}"}}],
+            parameter_openapi_schema=parameter_schema(sweep_pool_cell_flow).model_dump_for_openapi(),
+            description="One sweep cell (one seed under one config) on whichever `seed worker` of the pool is free.")
+    return deployment_name(pool)
+
+
+@dataclass
+class Cell:
+    """One cell of the fan-out: its seed, the flow-run parameters, its tries so far (flow run ids), then the flow run
+    that completed it or why its last try failed."""
+
+    seed: int
+    parameters: dict[str, Any]
+    runs: list[UUID] = field(default_factory=list)
+    final: Any = None
+    error: str | None = None
+
+
+def lost_reason(run: Any, workers: dict[str, Any], now: datetime) -> str | None:
+    """Why a not-final flow run is lost (its worker's heartbeats stopped), or None while it is not."""
+    name = (run.labels or {}).get("prefect.worker.name")
+    worker = workers.get(name) if name else None
+    if worker is None or worker.last_heartbeat_time is None:
+        return None  # not taken yet (or by a worker not in this pool's list): it waits
+    interval = float(worker.heartbeat_interval_seconds or 30)
+    silent = (now - worker.last_heartbeat_time).total_seconds()
+    if silent > LOST_AFTER_HEARTBEATS * interval + LOST_GRACE_S:
+        return f"worker {name!r} lost: no heartbeat for {silent:.0f} s (every {interval:.0f} s expected)"
+    return None
+
+
+def try_failed(client: Any, run: Any, workers: dict[str, Any], now: datetime) -> str | None:
+    """Why the try ``run`` failed (failed, crashed, cancelled, or lost: then marked crashed), None while it runs or
+    waits, or once it completed."""
+    from prefect.states import Crashed
+
+    state = run.state
+    if state is not None and state.is_final():
+        return None if state.is_completed() else f"{state.type.value.lower()}: {state.message or ''}".strip(": ")
+    reason = lost_reason(run, workers, now)
+    if reason:
+        client.set_flow_run_state(run.id, Crashed(message=reason), force=True)
+    return reason
+
+
+def fan_out(deployment: str, pool: str, cells: list[Cell], retries: int, poll_s: float = 2.0,
+            say: Callable[[str], None] = print) -> list[Cell]:
+    """Submit every cell (``run_deployment``, ``timeout=0``), then poll until each completed; a failed, crashed,
+    cancelled or lost try is resubmitted (any worker may take it) up to ``retries`` times. Raises ``RuntimeError``
+    naming the cells that still failed."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    from prefect.deployments import run_deployment
+
+    def submit(cell: Cell) -> None:
+        run = run_deployment(deployment, parameters=cell.parameters, timeout=0,
+                             flow_run_name=f"sweep-seed-{cell.seed}-try-{len(cell.runs)}")
+        cell.runs.append(run.id)
+
+    for cell in cells:
+        submit(cell)
+    told = False
+    with get_client(sync_client=True) as client:
+        while pending := [c for c in cells if c.final is None and c.error is None]:
+            time.sleep(poll_s)
+            runs = {r.id: r for r in client.read_flow_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[c.runs[-1] for c in pending])))}
+            workers = {w.name: w for w in client.read_workers_for_work_pool(pool)}
+            if not workers and not told:
+                say(f"seed sweep: waiting for a worker on pool {pool!r}: start one with `seed worker --pool {pool}`")
+                told = True
+            now = datetime.now(timezone.utc)
+            for cell in pending:
+                run = runs[cell.runs[-1]]
+                if run.state is not None and run.state.is_completed():
+                    cell.final = run
+                elif (reason := try_failed(client, run, workers, now)) and len(cell.runs) > retries:
+                    cell.error = f"seed {cell.seed} ({reason})"
+                elif reason:
+                    say(f"seed sweep: cell seed {cell.seed}, try {len(cell.runs) - 1}: {reason}; submitting it again")
+                    submit(cell)
+    if failed := [c.error for c in cells if c.error]:
+        raise RuntimeError(f"sweep cells failed after {retries} retries: {'; '.join(failed)}; see their flow runs in "
+                           f"the Prefect UI")
+    return cells
