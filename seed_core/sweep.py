@@ -107,9 +107,13 @@ def read_cells(cell_dirs: Sequence[Path]) -> list[dict[str, Any]]:
 
 COMPARISONS = (("grpo", "sft"), ("seed", "grpo"), ("seed", "sft"), ("seed_static", "grpo"), ("seed", "seed_static"),
                ("seed", "sdar"), ("seed", "opid"), ("skill_grpo_star", "skill_grpo"),
-               ("seed", "seed_no_sft"), ("seed", "seed_no_opd"), ("seed", "seed_static_library"))
-"""Paired comparisons reported when both methods ran (the first two are the issue's headline; the last three, with
-``seed - seed_static``, are the paper's ablation table)."""
+               ("seed", "seed_no_sft"), ("seed", "seed_no_opd"), ("seed", "seed_static_library"),
+               ("seed", "skill_grpo_star"), ("seed", "vanilla_star"), ("seed", "seed_shuffled"), ("seed", "seed_empty"),
+               ("seed", "seed_ungated"), ("seed_oracle", "seed"), ("opsd_oracle", "sft"))
+"""Paired comparisons reported when both methods ran: the headline (``grpo - sft``, ``seed - grpo``), the paper's
+ablation table (``seed`` against ``seed_static``, ``seed_no_sft``, ``seed_no_opd``, ``seed_static_library``), its
+skill-prompted rows (Skill-GRPO*, Skill-Prompt* = ``vanilla_star``) and the mechanism lab's controls (issue 25:
+shuffled and empty teacher skills, no gate, the oracle analyzer, oracle-skill OPSD against its SFT start)."""
 
 
 def summarize_sweep(cells: Sequence[dict[str, Any]], setting: dict[str, Any]) -> dict[str, Any]:
