@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +140,40 @@ def check_weight_sync(cfg: SeedConfig, metrics: dict[str, float], round_idx: int
         "rl.max_sampling_logp_diff")
 
 
+@dataclass
+class RoundState:
+    """What one round's phases hand each other (``run_rl_round``): the live training state, then what each phase
+    adds (the tasks and their rollouts, the analyses, the metrics so far)."""
+
+    cfg: SeedConfig
+    """The effective config (``effective_config``: the algorithm's fixed values applied)."""
+    round_idx: int
+    algorithm: Any
+    """The ``Algorithm`` record of ``cfg.rl.algorithm``."""
+    seed: int
+    """``task_seed(cfg, "rl", round_idx)``: torch's seed for the round, its tasks and (plus the rank) its rollouts."""
+    t_start: float
+    accelerator: Any
+    policy: Any
+    optimizer: Any
+    ref: Any
+    """The reference model of the KL term, or None (``rl.kl_coef`` = 0)."""
+    comm: Any = None
+    backend: Any = None
+    env: Any = None
+    all_tasks: list[Any] = field(default_factory=list)
+    """The round's tasks; ``tasks``: this process's share of them."""
+    tasks: list[Any] = field(default_factory=list)
+    version: str = ""
+    library: Any = None
+    """The static skill library (algorithms whose skills are static), else None."""
+    records: list[StepRecord] = field(default_factory=list)
+    """This process's rollouts; after ``_update``, every process's (the round's records)."""
+    annotations: list[AnnotationRecord] = field(default_factory=list)
+    """This process's analyses, likewise."""
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
 def run_rl_round(
     cfg: SeedConfig,
     round_idx: int,
@@ -155,93 +189,135 @@ def run_rl_round(
     Finished rounds in ``out_dir`` are reused only when they were made from the same config and starting
     checkpoint (``rl_fingerprint``, computed here unless the caller passes it); else ``StaleRoundsError``.
     ``carry``: the previous round's live state (see the module docstring); without one the round starts from
-    the previous round's checkpoint on disk and writes its own (a resume point)."""
-    from seed_core.analyzer.annotate import annotate_trajectories
-    from seed_core.analyzer.clients import CLIENTS
-    from seed_core.contexts import TEACHER_CONTEXTS, hindsight_skills, make_encoders, static_skills
-    from seed_core.envs import make_env
-    from seed_core.models import load_policy
-    from seed_core.rollout.backends import BACKENDS
-    from seed_core.rollout.collector import group_by_trajectory, rollout, rollout_metrics
-    from seed_core.trainer.checkpoint import ADAPTER_DIR
-    from seed_core.trainer.distributed import Collective
-    from seed_core.trainer.rl_step import build_samples, gather_samples, rl_update
-    from seed_core.trainer.scale import (
-        apply_lora,
-        check_layout,
-        load_optimizer,
-        make_accelerator,
-        prepare_reference,
-        save_policy,
-    )
+    the previous round's checkpoint on disk and writes its own (a resume point).
 
+    The phases, in order: set up (``_set_up``), play (``_play``: the policy's rollouts), analyze (``_analyze``:
+    the analyzer's skills), score (``_score``: step samples with their scores and teacher prompts), update
+    (``_update``: ``rl_update``, the loss of ``seed_core.trainer.rl_step``) and persist (``_persist``)."""
     tracker = tracker or NullTracker()
     cfg = effective_config(cfg)  # the algorithm's fixed values applied: what is used is what is logged
     out_dir = Path(out_dir)
+    final = round_dir(out_dir, round_idx)
+    if (finished := _finished_round(cfg, round_idx, init_checkpoint, out_dir, fingerprint, carry)) is not None:
+        return finished
+    algorithm = ALGORITHMS.get(cfg.rl.algorithm)
+    carried = carry.state if carry is not None and carry.round_idx == round_idx - 1 else None
+    start = None if carried else _resume_from(cfg, out_dir, round_idx, init_checkpoint)
+    check_services(cfg, analyzer=cfg.annotate.client if algorithm.analyzer == "annotate" else algorithm.analyzer)
+    state = _set_up(cfg, round_idx, algorithm, init_checkpoint, start, carry if carried else None)
+    _play(state)
+    _analyze(state, analyzer_checkpoint, init_checkpoint)
+    _update(state, _score(state))
+    _persist(state, out_dir, final, carry, tracker)
+    return state.metrics
+
+
+def _finished_round(cfg: SeedConfig, round_idx: int, init_checkpoint: Path, out_dir: Path, fingerprint: str | None,
+                    carry: RoundCarry | None) -> dict[str, float] | None:
+    """The metrics of round ``round_idx`` when it is finished already, else None; refuses finished rounds of other
+    inputs (``check_rounds``) and, on a process's first round, drops those nothing can continue from."""
     check_rounds(out_dir, fingerprint or rl_fingerprint(cfg, init_checkpoint))
     if carry is not None and not carry.trimmed:  # first round of this process: no end state in memory yet
         trim_rounds(out_dir)
         carry.trimmed = True
     final = round_dir(out_dir, round_idx)
-    if (final / "DONE").is_file():
-        return read_metrics(final / "metrics.json")
-    algorithm = ALGORITHMS.get(cfg.rl.algorithm)
-    carried = carry.state if carry is not None and carry.round_idx == round_idx - 1 else None
-    start = None if carried else _start_checkpoint(out_dir, round_idx, init_checkpoint)
-    if start is not None and round_idx > 0 and not _resumable(start.parent):
+    return read_metrics(final / "metrics.json") if (final / "DONE").is_file() else None
+
+
+def _resume_from(cfg: SeedConfig, out_dir: Path, round_idx: int, init_checkpoint: Path) -> Path:
+    """The checkpoint a round without a carry starts from: --init for round 0, else the previous round's, which
+    must be a resume point."""
+    start = _start_checkpoint(out_dir, round_idx, init_checkpoint)
+    if round_idx > 0 and not _resumable(start.parent):
         raise RuntimeError(f"{start.parent} finished without a checkpoint (not a resume point: rl.save_every = "
                            f"{cfg.rl.save_every}); run the rounds with `python -m seed_core.stages.rl` (no --round), which "
                            "restarts after the newest resume point")
-    check_services(cfg, analyzer=cfg.annotate.client if algorithm.analyzer == "annotate" else algorithm.analyzer)
-    work = final.with_name(f".{final.name}.tmp")  # a killed attempt leaves only this; it is rebuilt
+    return start
+
+
+def _set_up(cfg: SeedConfig, round_idx: int, algorithm: Any, init_checkpoint: Path, start: Path | None,
+            carry: RoundCarry | None) -> RoundState:
+    """Seed torch with the round's seed, then take the training state from ``carry`` (taken: it is put back only
+    when the round finished) or load it from ``start`` (``_load_training_state``)."""
     t_start = time.perf_counter()
     seed = task_seed(cfg, "rl", round_idx)
     torch.manual_seed(seed)
-
-    if carried:
-        carry.state = None  # taken: put back only when this round finished
+    if carry is not None:
+        carried, carry.state = carry.state, None
+        assert carried is not None
         accelerator, policy, optimizer, ref = (carried[k] for k in ("accelerator", "policy", "optimizer", "ref"))
     else:
         assert start is not None
-        accelerator = make_accelerator(cfg.model)
-        check_layout(accelerator, cfg, generates=True)
-        resume_lora = cfg.model.lora_rank > 0 and round_idx > 0 and (start / ADAPTER_DIR).is_dir()
-        adapter = start / ADAPTER_DIR if resume_lora else None
-        # LoRA resumes as base + saved adapter (optimizer moments stay attached); `start` holds the merged weights
-        policy = replace(load_policy(cfg.model, init_checkpoint if adapter else start), source=start)
-        policy.model = apply_lora(policy.model, cfg.model, adapter)
-        ref = load_policy(cfg.model, init_checkpoint, trainable=False).model if cfg.rl.kl_coef > 0 else None
-        optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=cfg.rl.lr,
-                                      betas=(0.9, 0.999), weight_decay=cfg.rl.weight_decay)
-        policy.model, optimizer = accelerator.prepare(policy.model, optimizer)
-        load_optimizer(accelerator, optimizer, start)
-        ref = prepare_reference(accelerator, ref) if ref is not None else None
-    comm = Collective(accelerator)
+        accelerator, policy, optimizer, ref = _load_training_state(cfg, round_idx, init_checkpoint, start)
+    return RoundState(cfg, round_idx, algorithm, seed, t_start, accelerator, policy, optimizer, ref)
+
+
+def _load_training_state(cfg: SeedConfig, round_idx: int, init_checkpoint: Path, start: Path) -> tuple[Any, ...]:
+    """(accelerator, policy, optimizer, ref) from checkpoint ``start``: the policy (LoRA: base + saved adapter),
+    AdamW(lr, betas (0.9, 0.999), weight_decay) with its saved state, and the frozen reference when
+    ``rl.kl_coef`` > 0 (the KL term's pi_ref = --init)."""
+    from seed_core.models import load_policy
+    from seed_core.trainer.checkpoint import ADAPTER_DIR
+    from seed_core.trainer.scale import apply_lora, check_layout, load_optimizer, make_accelerator, prepare_reference
+
+    accelerator = make_accelerator(cfg.model)
+    check_layout(accelerator, cfg, generates=True)
+    resume_lora = cfg.model.lora_rank > 0 and round_idx > 0 and (start / ADAPTER_DIR).is_dir()
+    adapter = start / ADAPTER_DIR if resume_lora else None
+    # LoRA resumes as base + saved adapter (optimizer moments stay attached); `start` holds the merged weights
+    policy = replace(load_policy(cfg.model, init_checkpoint if adapter else start), source=start)
+    policy.model = apply_lora(policy.model, cfg.model, adapter)
+    ref = load_policy(cfg.model, init_checkpoint, trainable=False).model if cfg.rl.kl_coef > 0 else None
+    optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=cfg.rl.lr,
+                                  betas=(0.9, 0.999), weight_decay=cfg.rl.weight_decay)
+    policy.model, optimizer = accelerator.prepare(policy.model, optimizer)
+    load_optimizer(accelerator, optimizer, start)
+    ref = prepare_reference(accelerator, ref) if ref is not None else None
+    return accelerator, policy, optimizer, ref
+
+
+def _play(state: RoundState) -> None:
+    """Play: this process's share of the round's ``rl.tasks_per_round`` tasks, ``rl.group_size`` rollouts each
+    (seed = the round's + the rank), with the task type's static skill in the prompt for Skill-GRPO."""
+    from seed_core.envs import make_env
+    from seed_core.rollout.backends import BACKENDS
+    from seed_core.rollout.collector import rollout
+    from seed_core.trainer.distributed import Collective
+
+    cfg, accelerator, algorithm, seed = state.cfg, state.accelerator, state.algorithm, state.seed
+    state.comm = Collective(accelerator)
     # generation runs on the plain module (DDP wraps only forward/backward); same parameters, no copy
-    backend = BACKENDS.get(cfg.generation.backend)(replace(policy, model=accelerator.unwrap_model(policy.model)),
-                                                   cfg.generation)
-    env = make_env(cfg.env)
-    all_tasks = require_tasks(env.make_tasks("train", cfg.rl.tasks_per_round, seed=seed), cfg, "train",
-                              cfg.rl.tasks_per_round)
-    tasks = all_tasks[accelerator.process_index::accelerator.num_processes]
-    version = f"{cfg.rl.algorithm}/round_{round_idx:03d}"
-    library = None
+    state.backend = BACKENDS.get(cfg.generation.backend)(
+        replace(state.policy, model=accelerator.unwrap_model(state.policy.model)), cfg.generation)
+    state.env = make_env(cfg.env)
+    state.all_tasks = require_tasks(state.env.make_tasks("train", cfg.rl.tasks_per_round, seed=seed), cfg, "train",
+                                    cfg.rl.tasks_per_round)
+    state.tasks = state.all_tasks[accelerator.process_index::accelerator.num_processes]
+    state.version = f"{cfg.rl.algorithm}/round_{state.round_idx:03d}"
     if algorithm.skill_source == "static":
         from seed_core.static_skills import for_config
 
-        library = for_config(cfg)
+        state.library = for_config(cfg)
     # Skill-GRPO: the policy plays with its task type's static skill in the prompt (§1.10 table)
-    shown = {t.task_id: library.skill_for(t.task_type, t.task_id) for t in tasks} \
-        if algorithm.student_skills and library is not None else None
+    shown = {t.task_id: state.library.skill_for(t.task_type, t.task_id) for t in state.tasks} \
+        if algorithm.student_skills and state.library is not None else None
 
     t0 = time.perf_counter()
-    records = rollout(cfg.env, tasks, backend, group_size=cfg.rl.group_size,
-                      temperature=cfg.generation.temperature, max_new_tokens=cfg.generation.max_new_tokens,
-                      seed=seed + accelerator.process_index, policy_version=version, group_tag=f"r{round_idx}:",
-                      skills=shown)
-    metrics = {"time/rollout_s": time.perf_counter() - t0, **effective_values(cfg.rl, algorithm)}
+    state.records = rollout(cfg.env, state.tasks, state.backend, group_size=cfg.rl.group_size,
+                            temperature=cfg.generation.temperature, max_new_tokens=cfg.generation.max_new_tokens,
+                            seed=seed + accelerator.process_index, policy_version=state.version,
+                            group_tag=f"r{state.round_idx}:", skills=shown)
+    state.metrics = {"time/rollout_s": time.perf_counter() - t0, **effective_values(cfg.rl, algorithm)}
 
-    annotations: list[AnnotationRecord] = []
+
+def _analyze(state: RoundState, analyzer_checkpoint: Path | None, init_checkpoint: Path) -> None:
+    """Analyze: the algorithm's analyzer (none, the policy itself, a frozen checkpoint or the Stage-1 analyzer)
+    writes an episode skill (and step skills) for each trajectory; ``analysis/*`` metrics."""
+    from seed_core.analyzer.annotate import annotate_trajectories
+    from seed_core.analyzer.clients import CLIENTS
+    from seed_core.rollout.collector import group_by_trajectory
+
+    cfg, algorithm, metrics = state.cfg, state.algorithm, state.metrics
     t0 = time.perf_counter()
     if algorithm.analyzer is not None:
         frozen = None  # only the ``checkpoint`` analyzer reads rl.analyzer_checkpoint (default: the start)
@@ -249,67 +325,95 @@ def run_rl_round(
             frozen = analyzer_checkpoint or Path(cfg.rl.analyzer_checkpoint or init_checkpoint)
         # ``annotate``: the Stage-1 analyzer (OPID's external LLM; the offline ``oracle`` by default)
         client_name = cfg.annotate.client if algorithm.analyzer == "annotate" else algorithm.analyzer
-        client = CLIENTS.get(client_name)(cfg, env=env, backend=backend, checkpoint=frozen)
-        annotations = annotate_trajectories(
-            group_by_trajectory(records), {t.task_id: t for t in tasks}, client,
-            parse_attempts=cfg.annotate.parse_attempts, policy_version=version, env=env,
+        client = CLIENTS.get(client_name)(cfg, env=state.env, backend=state.backend, checkpoint=frozen)
+        state.annotations = annotations = annotate_trajectories(
+            group_by_trajectory(state.records), {t.task_id: t for t in state.tasks}, client,
+            parse_attempts=cfg.annotate.parse_attempts, policy_version=state.version, env=state.env,
             max_step_skills=cfg.rl.max_step_skills if algorithm.step_skills else 0)
         metrics["analysis/parse_ok_rate"] = sum(a.ok for a in annotations) / max(len(annotations), 1)
         metrics.update(skill_metrics([a.episode_skill for a in annotations if a.ok], "analysis"))
         # issue 25: the share of this round's analyses the environment's judge accepts (envs with an oracle judge)
-        metrics.update(skill_correct_metrics(env, annotations, records, {t.task_id: t for t in tasks}, "analysis"))
+        metrics.update(skill_correct_metrics(state.env, annotations, state.records,
+                                             {t.task_id: t for t in state.tasks}, "analysis"))
     metrics["time/analysis_s"] = time.perf_counter() - t0
-    context = TEACHER_CONTEXTS.get(algorithm.context) if algorithm.context is not None else None
-    task_of = {t.task_id: t for t in tasks}
-    skills_of = static_skills(library) if library is not None else hindsight_skills(
-        annotations, step_skills=algorithm.step_skills, pairing=context.pairing if context is not None else None,
-        tasks={r.traj_id: task_of[r.task_id] for r in records}, judge=getattr(env, "judge_skill", None))
 
+
+def _score(state: RoundState) -> Any:
+    """Score: the round's step samples, gathered from every process (``RLSamples``): prompt and response ids,
+    each step's score (episode return minus ``env.invalid_action_penalty`` for an invalid format) and, for an
+    algorithm with a teacher, the teacher prompt of its context with the step's skill (static or hindsight)."""
+    from seed_core.contexts import TEACHER_CONTEXTS, hindsight_skills, make_encoders, static_skills
+    from seed_core.trainer.rl_step import build_samples, gather_samples
+
+    cfg, algorithm, policy, records = state.cfg, state.algorithm, state.policy, state.records
+    context = TEACHER_CONTEXTS.get(algorithm.context) if algorithm.context is not None else None
+    task_of = {t.task_id: t for t in state.tasks}
+    skills_of = static_skills(state.library) if state.library is not None else hindsight_skills(
+        state.annotations, step_skills=algorithm.step_skills, pairing=context.pairing if context is not None else None,
+        tasks={r.traj_id: task_of[r.task_id] for r in records}, judge=getattr(state.env, "judge_skill", None))
     encoders = make_encoders(policy.tokenizer, policy.chat_template_kwargs, cfg.generation.max_prompt_tokens)
     # every rank trains on the whole batch (split evenly inside rl_update), so GRPO groups stay whole
-    samples = gather_samples(build_samples(records, encoders, cfg.env.invalid_action_penalty, context, skills_of),
-                             comm)
-    pad_id = policy.tokenizer.pad_token_id
-    metrics.update(rl_update(policy.model, optimizer, samples, cfg=cfg.rl, algorithm=algorithm, pad_id=pad_id,
-                             ref_model=ref, accelerator=accelerator, seed=seed, step=round_idx))
-    check_weight_sync(cfg, metrics, round_idx)  # before anything of this round is written
-    metrics["time/round_s"] = time.perf_counter() - t_start
+    return gather_samples(build_samples(records, encoders, cfg.env.invalid_action_penalty, context, skills_of),
+                          state.comm)
 
+
+def _update(state: RoundState, samples: Any) -> None:
+    """Update: ``rl_update`` (L = pg_coef L_PPO(A') - c_ent H + kl_coef KL + opd_coef L_OPD, see
+    ``seed_core.trainer.rl_step``), the weight-sync check, then the round's ``rollout/*`` metrics over every
+    process's records and its throughput; every metric a float."""
+    from seed_core.rollout.collector import rollout_metrics
+    from seed_core.trainer.rl_step import rl_update
+
+    cfg, metrics = state.cfg, state.metrics
+    metrics.update(rl_update(state.policy.model, state.optimizer, samples, cfg=cfg.rl, algorithm=state.algorithm,
+                             pad_id=state.policy.tokenizer.pad_token_id, ref_model=state.ref,
+                             accelerator=state.accelerator, seed=state.seed, step=state.round_idx))
+    check_weight_sync(cfg, metrics, state.round_idx)  # before anything of this round is written
+    metrics["time/round_s"] = time.perf_counter() - state.t_start
     # every process plays its shard of tasks; the round's records are the union over processes
-    all_records = comm.gather_lists(records)
-    all_notes = comm.gather_lists(annotations)
-    metrics.update(rollout_metrics(all_records, "rollout"))
+    state.records = state.comm.gather_lists(state.records)
+    state.annotations = state.comm.gather_lists(state.annotations)
+    metrics.update(rollout_metrics(state.records, "rollout"))
     metrics["rl/tokens_per_s"] = metrics.get("rollout/response_tokens", 0.0) / max(metrics["time/round_s"], 1e-9)
-    log.info("rl %s round %d: success rate %.3f, loss %.4f, %.0f s", cfg.rl.algorithm, round_idx,
+    log.info("rl %s round %d: success rate %.3f, loss %.4f, %.0f s", cfg.rl.algorithm, state.round_idx,
              metrics.get("rollout/success_rate", float("nan")), metrics.get("rl/total_loss", float("nan")),
              metrics["time/round_s"])
-    metrics = {k: float(v) for k, v in metrics.items()}
+    state.metrics = {k: float(v) for k, v in metrics.items()}
+
+
+def _persist(state: RoundState, out_dir: Path, final: Path, carry: RoundCarry | None, tracker: Tracker) -> None:
+    """Persist: ``round_XXX/`` built in a temporary directory and swapped in (the checkpoint at a resume point,
+    else the weights where vLLM loads them), older checkpoints pruned, the metrics to the tracker, and the live
+    state handed to the next round (``carry``)."""
+    from seed_core.trainer.scale import save_policy
+
+    cfg, accelerator, policy, round_idx = state.cfg, state.accelerator, state.policy, state.round_idx
+    work = final.with_name(f".{final.name}.tmp")  # a killed attempt leaves only this; it is rebuilt
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
     if carry is None or is_resume_point(cfg, round_idx):
-        save_policy(accelerator, policy.model, policy.tokenizer, work / "checkpoint", optimizer)
+        save_policy(accelerator, policy.model, policy.tokenizer, work / "checkpoint", state.optimizer)
         policy = replace(policy, source=final / "checkpoint")
     elif cfg.generation.backend == "vllm":  # the engines load the next round's weights from disk
         save_policy(accelerator, policy.model, policy.tokenizer, work / "weights")
         policy = replace(policy, source=final / "weights")
     if accelerator.is_main_process:
-        write_records(all_records, work / "trajectories.parquet", StepRecord)
-        write_records(all_notes, work / "annotations.parquet", AnnotationRecord)
-        write_tasks(all_tasks, work / "tasks.json")
-        write_json(work / "metrics.json", metrics)
+        write_records(state.records, work / "trajectories.parquet", StepRecord)
+        write_records(state.annotations, work / "annotations.parquet", AnnotationRecord)
+        write_tasks(state.all_tasks, work / "tasks.json")
+        write_json(work / "metrics.json", state.metrics)
         atomic_write_text(work / "DONE", "ok\n")
         swap_dir(work, final)
         _prune_checkpoints(out_dir, round_idx)
-        tracker.log_metrics(metrics, step=round_idx)
+        tracker.log_metrics(state.metrics, step=round_idx)
         if round_idx == 0:
-            tracker.log_params(effective_tags(cfg.rl, algorithm))
+            tracker.log_params(effective_tags(cfg.rl, state.algorithm))
     accelerator.wait_for_everyone()
     if carry is not None:
         carry.round_idx = round_idx
-        carry.state = {"accelerator": accelerator, "policy": policy, "optimizer": optimizer, "ref": ref}
-    return metrics
+        carry.state = {"accelerator": accelerator, "policy": policy, "optimizer": state.optimizer, "ref": state.ref}
 
 
 def finalize_rl(cfg: SeedConfig, out_dir: Path) -> dict[str, float]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import torch
@@ -277,6 +277,19 @@ def _mini_batch_totals(samples: RLSamples, mini: list[int]) -> tuple[float, floa
     return float(tokens), float(teacher)
 
 
+@dataclass
+class _Tally:
+    """What the optimizer steps of one ``rl_update`` add up: the per-micro-batch metrics summed over the
+    ``n_micro`` micro-batches that have tokens, each step's mini-batch loss (summed over ranks), the pre-clip
+    gradient norm of each step taken, and the steps skipped for a non-finite norm."""
+
+    sums: dict[str, float] = field(default_factory=dict)
+    n_micro: int = 0
+    losses: list[float] = field(default_factory=list)
+    grad_norms: list[float] = field(default_factory=list)
+    skipped_steps: int = 0
+
+
 def rl_update(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -310,6 +323,35 @@ def rl_update(
         algorithm.needs_teacher, needs_old=not single_step, comm=comm, max_tokens=cfg.micro_batch_tokens,
     )
     timings["time/logprob_passes_s"] = time.perf_counter() - t0
+    monitors = _update_monitors(model, samples, scored, adv, cfg=cfg, algorithm=algorithm, pad_id=pad_id,
+                                accelerator=accelerator, comm=comm, seed=seed, step=step, timings=timings)
+    # theta_old for the weight-sync monitor: the old pass, else the single-step update's own first forward
+    old_rows: dict[int, torch.Tensor] | None = dict(enumerate(scored["old"])) if "old" in scored else {}
+
+    t1 = time.perf_counter()
+    model.train()
+    tally = _Tally()
+    gen = torch.Generator().manual_seed(seed)  # same permutation on every rank
+    for _ in range(cfg.ppo_epochs):
+        perm = torch.randperm(len(samples), generator=gen).tolist()
+        for m0 in range(0, len(perm), cfg.mini_batch_size):
+            _mini_batch_step(model, optimizer, samples, perm[m0:m0 + cfg.mini_batch_size], scored, adv, tally,
+                             cfg=cfg, algorithm=algorithm, pad_id=pad_id, accelerator=accelerator, comm=comm,
+                             step=step, old_out=None if "old" in scored else old_rows)
+    timings["time/update_s"] = time.perf_counter() - t1
+    out = _mean_over_ranks(comm, tally.sums, tally.n_micro)
+    out.update(teacher_gap_by_outcome(out))
+    out.update(pooled_split(out))
+    out.update({k: v for k, v in monitors.items() if math.isfinite(v)})  # inf: no PG gradient at all
+    out.update(sampling_logp_diff(samples, old_rows, comm, pooled="old" in scored))
+    return out | _step_metrics(tally, samples, adv) | timings
+
+
+def _update_monitors(model: torch.nn.Module, samples: RLSamples, scored: dict[str, list[torch.Tensor]],
+                     adv: torch.Tensor, *, cfg: RLConfig, algorithm: Algorithm, pad_id: int, accelerator: Any,
+                     comm: Collective, seed: int, step: int, timings: dict[str, float]) -> dict[str, float]:
+    """The mechanism monitors measured before the update: ``rl/zero_adv_group_ratio`` and, for a distilling
+    algorithm on one process, ``distill_grad_ratio`` on ``grad_ratio_rows`` (its time in ``timings``)."""
     monitors = {"rl/zero_adv_group_ratio": zero_advantage_groups(adv, samples.group_ids)}
     if algorithm.distill and comm.world == 1:  # several ranks: DDP reduces every backward; not measured there
         t2 = time.perf_counter()
@@ -318,66 +360,60 @@ def rl_update(
         monitors.update(distill_grad_ratio(model, samples, rows, scored, adv, pad_id=pad_id, cfg=cfg,
                                            algorithm=algorithm, step=step, backward=backward))
         timings["time/grad_ratio_s"] = time.perf_counter() - t2
-    lengths = [len(p) + len(r) for p, r in zip(samples.prompt_ids, samples.response_ids)]
-    # theta_old for the weight-sync monitor: the old pass, else the single-step update's own first forward
-    old_rows: dict[int, torch.Tensor] | None = dict(enumerate(scored["old"])) if "old" in scored else {}
+    return monitors
 
-    t1 = time.perf_counter()
-    model.train()
-    gen = torch.Generator().manual_seed(seed)  # same permutation on every rank
-    sums: dict[str, float] = {}
-    n_micro = 0
-    losses: list[float] = []
-    grad_norms: list[float] = []
-    skipped_steps = 0
-    for _ in range(cfg.ppo_epochs):
-        perm = torch.randperm(len(samples), generator=gen).tolist()
-        for m0 in range(0, len(perm), cfg.mini_batch_size):
-            mini = perm[m0:m0 + cfg.mini_batch_size]
-            total, total_teacher = _mini_batch_totals(samples, mini)
-            micros = split_micro(rank_slice(mini, comm.rank, comm.world), lengths, cfg.micro_batch_size,
-                                 cfg.micro_batch_tokens)
-            micros = pad_micro(micros, comm.max_int(len(micros)), filler=mini[0])
-            optimizer.zero_grad(set_to_none=True)
-            share_sum = 0.0
-            for rows in micros:
-                part, metrics = micro_batch_loss(model, samples, rows.index, scored, adv, pad_id=pad_id, cfg=cfg,
-                                                 algorithm=algorithm, keep=rows.keep, step=step,
-                                                 old_out=None if "old" in scored else old_rows)
-                share = part.global_share(total, total_teacher)
-                scaled = share * comm.world  # DDP / FSDP average the gradients over ranks
-                if accelerator is not None:
-                    accelerator.backward(scaled)
-                else:
-                    scaled.backward()
-                share_sum += float(share.detach())
-                if part.tokens > 0:  # padding micro-batches carry no metrics
-                    _sum_metrics(sums, metrics)
-                    n_micro += 1
-            losses.append(comm.sum_float(share_sum))
-            clip = accelerator.clip_grad_norm_ if accelerator is not None else torch.nn.utils.clip_grad_norm_
-            grad_norm = float(clip(model.parameters(), cfg.grad_clip))
-            if math.isfinite(grad_norm):
-                optimizer.step()
-                grad_norms.append(grad_norm)
-            else:  # verl: a non-finite gradient skips the step instead of corrupting the weights
-                skipped_steps += 1
-            optimizer.zero_grad(set_to_none=True)
-    timings["time/update_s"] = time.perf_counter() - t1
-    out = _mean_over_ranks(comm, sums, n_micro)
-    out.update(teacher_gap_by_outcome(out))
-    out.update(pooled_split(out))
-    out.update({k: v for k, v in monitors.items() if math.isfinite(v)})  # inf: no PG gradient at all
-    out.update(sampling_logp_diff(samples, old_rows, comm, pooled="old" in scored))
-    out["rl/total_loss"] = sum(losses) / len(losses)
-    out["rl/grad_norm"] = sum(grad_norms) / max(len(grad_norms), 1)
-    out["rl/optimizer_steps"] = float(len(grad_norms))
-    out["rl/skipped_nonfinite_steps"] = float(skipped_steps)
-    out["rl/samples"] = float(len(samples))
-    out["rl/teacher_sample_ratio"] = float(samples.teacher_mask.mean())
-    out["rl/advantage_abs_mean"] = float(adv.abs().mean())
-    out.update(timings)
-    return out
+
+def _mini_batch_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples: RLSamples, mini: list[int],
+                     scored: dict[str, list[torch.Tensor]], adv: torch.Tensor, tally: _Tally, *, cfg: RLConfig,
+                     algorithm: Algorithm, pad_id: int, accelerator: Any, comm: Collective, step: int,
+                     old_out: dict[int, torch.Tensor] | None) -> None:
+    """One optimizer step on the mini-batch ``mini`` (all ranks): this rank's micro-batches (padded to the most
+    any rank has) backpropagate (n_k / N) L_tok + (n_k^T / N^T) opd_coef L_OPD, times the world size (DDP / FSDP
+    average over ranks), so the step minimises the mini-batch token-mean; the gradient is clipped to
+    ``rl.grad_clip`` and a non-finite norm skips the step (verl). Losses, norms and metrics go to ``tally``."""
+    lengths = [len(p) + len(r) for p, r in zip(samples.prompt_ids, samples.response_ids)]
+    total, total_teacher = _mini_batch_totals(samples, mini)
+    micros = split_micro(rank_slice(mini, comm.rank, comm.world), lengths, cfg.micro_batch_size,
+                         cfg.micro_batch_tokens)
+    micros = pad_micro(micros, comm.max_int(len(micros)), filler=mini[0])
+    optimizer.zero_grad(set_to_none=True)
+    share_sum = 0.0
+    for rows in micros:
+        part, metrics = micro_batch_loss(model, samples, rows.index, scored, adv, pad_id=pad_id, cfg=cfg,
+                                         algorithm=algorithm, keep=rows.keep, step=step, old_out=old_out)
+        share = part.global_share(total, total_teacher)
+        scaled = share * comm.world  # DDP / FSDP average the gradients over ranks
+        if accelerator is not None:
+            accelerator.backward(scaled)
+        else:
+            scaled.backward()
+        share_sum += float(share.detach())
+        if part.tokens > 0:  # padding micro-batches carry no metrics
+            _sum_metrics(tally.sums, metrics)
+            tally.n_micro += 1
+    tally.losses.append(comm.sum_float(share_sum))
+    clip = accelerator.clip_grad_norm_ if accelerator is not None else torch.nn.utils.clip_grad_norm_
+    norm = float(clip(model.parameters(), cfg.grad_clip))
+    if math.isfinite(norm):
+        optimizer.step()
+        tally.grad_norms.append(norm)
+    else:  # verl: a non-finite gradient skips the step instead of corrupting the weights
+        tally.skipped_steps += 1
+    optimizer.zero_grad(set_to_none=True)
+
+
+def _step_metrics(tally: _Tally, samples: RLSamples, adv: torch.Tensor) -> dict[str, float]:
+    """``rl/total_loss`` (the mean mini-batch loss over the optimizer steps), the mean gradient norm, the step
+    counts and the batch's size, teacher share and mean |A|."""
+    return {
+        "rl/total_loss": sum(tally.losses) / len(tally.losses),
+        "rl/grad_norm": sum(tally.grad_norms) / max(len(tally.grad_norms), 1),
+        "rl/optimizer_steps": float(len(tally.grad_norms)),
+        "rl/skipped_nonfinite_steps": float(tally.skipped_steps),
+        "rl/samples": float(len(samples)),
+        "rl/teacher_sample_ratio": float(samples.teacher_mask.mean()),
+        "rl/advantage_abs_mean": float(adv.abs().mean()),
+    }
 
 
 def sampling_logp_diff(samples: RLSamples, old: dict[int, torch.Tensor], comm: Collective,
