@@ -29,15 +29,32 @@ DEFAULT_PORTS = {"prefect": 4200, "mlflow": 5000}
 """The ports ``seed ui`` uses unless told otherwise."""
 
 
-def prefect_server_env(health_url: str) -> dict[str, str]:
+LOOPBACK = "127.0.0.1"
+ANY_HOST = ("0.0.0.0", "::")
+
+
+def local_host(host: str) -> str:
+    """Where this machine reaches a server bound to ``host``: ``127.0.0.1`` for every address (``0.0.0.0``)."""
+    return LOOPBACK if host in (*ANY_HOST, "localhost") else host
+
+
+def public_host(host: str) -> str:
+    """How other machines name a server bound to ``host``: this machine's name for every address (``0.0.0.0``)."""
+    return socket.getfqdn() if host in ANY_HOST else host
+
+
+def prefect_server_env(health_url: str, ui_url: str | None = None) -> dict[str, str]:
     """Prefect's own protections (its settings, no middleware of seed's) for a server seed starts on 127.0.0.1:
     CORS for the server's own origin only (its UI, as ``127.0.0.1`` or ``localhost`` on that port; Prefect's
     default is ``*``) and CSRF tokens on every POST/PUT/PATCH/DELETE (``PREFECT_SERVER_CSRF_PROTECTION_ENABLED``;
     Prefect's client and UI fetch them from ``/api/csrf-token``, its client by default:
     ``PREFECT_CLIENT_CSRF_SUPPORT_ENABLED``). So a web page of any other origin can neither read the API's answers
-    nor change anything (issue 26 item 4). Prefect 3 has no Host-header check: ``seed ui --auth`` covers that."""
+    nor change anything (issue 26 item 4). Prefect 3 has no Host-header check: ``seed ui --auth`` covers that.
+    ``ui_url``: the origin other machines open the UI at (``seed ui --host``), allowed too."""
     port = health_url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1]
-    return {"PREFECT_SERVER_API_CORS_ALLOWED_ORIGINS": f"http://127.0.0.1:{port},http://localhost:{port}",
+    origins = [f"http://127.0.0.1:{port}", f"http://localhost:{port}"]
+    origins += [ui_url.rstrip("/")] if ui_url and ui_url.rstrip("/") not in origins else []
+    return {"PREFECT_SERVER_API_CORS_ALLOWED_ORIGINS": ",".join(origins),
             "PREFECT_SERVER_CSRF_PROTECTION_ENABLED": "true"}
 
 
@@ -73,12 +90,13 @@ def client_auth_env(prefect_api: str | None, mlflow_uri: str | None) -> dict[str
     return env
 
 
-def prefect_server(port: int | None = None) -> tuple[list[str], str, str]:
-    """(command, health URL, UI URL) of this interpreter's Prefect server on 127.0.0.1:``port`` (None: any free)."""
+def prefect_server(port: int | None = None, host: str = LOOPBACK) -> tuple[list[str], str, str]:
+    """(command, health URL, UI URL) of this interpreter's Prefect server on ``host``:``port`` (None: any free); the
+    health URL is this machine's way in (``local_host``), the UI URL other machines' (``public_host``)."""
     port = free_port() if port is None else port
-    url = f"http://127.0.0.1:{port}"
-    return ([str(Path(sys.executable).with_name("prefect")), "server", "start", "--host", "127.0.0.1", "--port",
-             str(port), "--analytics-off"], f"{url}/api/health", url)
+    return ([str(Path(sys.executable).with_name("prefect")), "server", "start", "--host", host, "--port",
+             str(port), "--analytics-off"], f"http://{local_host(host)}:{port}/api/health",
+            f"http://{public_host(host)}:{port}")
 
 
 def free_port() -> int:
@@ -137,24 +155,25 @@ def healthy(url: str) -> bool:
 
 
 def start(name: str, command: list[str], health_url: str, timeout_s: float = 120.0,
-          env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """Start ``command`` in its own session (log and PID in .tmp/ui/; ``env`` as for ``spawn``) and poll its
-    health URL."""
-    return wait_healthy(name, spawn(name, command, health_url, env=env), health_url, timeout_s)
+          env: dict[str, str] | None = None, ui_url: str | None = None) -> subprocess.Popen[bytes]:
+    """Start ``command`` in its own session (log and PID in .tmp/ui/; ``env`` and ``ui_url`` as for ``spawn``) and
+    poll its health URL."""
+    return wait_healthy(name, spawn(name, command, health_url, env=env, ui_url=ui_url), health_url, timeout_s)
 
 
 def spawn(name: str, command: list[str], health_url: str = "", env: dict[str, str] | None = None,
-          cwd: Path | None = None) -> subprocess.Popen[bytes]:
+          cwd: Path | None = None, ui_url: str | None = None) -> subprocess.Popen[bytes]:
     """Start ``command`` in its own session (log and PID in .tmp/ui/, no stdin) without waiting for it: servers
     that start side by side (``wait_healthy`` each afterwards) overlap their start-up. ``env``: its environment
     instead of this process's (telemetry off and the project's ``PREFECT_HOME`` either way; a Prefect server
-    gets its own origin's CORS and CSRF protection, ``prefect_server_env``)."""
+    gets its own origin's CORS and CSRF protection, ``prefect_server_env``; ``ui_url``: where other machines open a
+    Prefect UI bound beyond 127.0.0.1, whose pages then call the API there)."""
     # MLflow's server otherwise forks 7 job consumers (~280 MB each) for GenAI jobs seed never uses.
     env = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **(os.environ if env is None else env),
            "DO_NOT_TRACK": "true", "MLFLOW_DISABLE_TELEMETRY": "true", "PREFECT_HOME": str(prefect_home())}
     if name.startswith("prefect") and health_url:  # its UI calls the API here: `--port` alone leaves it on 4200
-        env["PREFECT_UI_API_URL"] = health_url.removesuffix("/health")
-        env |= prefect_server_env(health_url)
+        env["PREFECT_UI_API_URL"] = f"{ui_url.rstrip('/')}/api" if ui_url else health_url.removesuffix("/health")
+        env |= prefect_server_env(health_url, ui_url)
     with open(ui_dir() / f"{name}.log", "ab") as log:
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True, env=env, cwd=cwd)

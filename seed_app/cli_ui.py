@@ -1,5 +1,5 @@
-"""The servers' commands: ``seed init`` (the Prefect and MLflow stores), ``seed ui`` (their UIs on 127.0.0.1, or
-``--stop``) and ``seed serve`` (the Prefect UI deployment that triggers pipeline runs)."""
+"""The servers' commands: ``seed init`` (the Prefect and MLflow stores), ``seed ui`` (their UIs on 127.0.0.1 or
+``--host``, or ``--stop``) and ``seed serve`` (the Prefect UI deployment that triggers pipeline runs)."""
 
 from __future__ import annotations
 
@@ -70,27 +70,55 @@ def stop_ui() -> None:
     services.forget_credentials()
 
 
-@command(short_help="Start the Prefect and MLflow UIs on 127.0.0.1, or stop them.")
+def check_host(host: str) -> str:
+    """``--host``: an address of this machine to bind (``0.0.0.0``: every one); else one line and exit 2."""
+    import socket
+
+    try:
+        socket.getaddrinfo(host, None)
+    except (OSError, UnicodeError):
+        typer.echo(f"seed ui: --host {host!r} is not an address of this machine; use 0.0.0.0 (every address), "
+                   "this machine's name or one of its IP addresses", err=True)
+        raise typer.Exit(2) from None
+    return host
+
+
+def shared_warning(host: str, auth: bool, ports: tuple[int, int]) -> str:
+    """What ``seed ui --host`` says when other machines can reach the servers."""
+    where = f"{host} ports {ports[0]} and {ports[1]}"
+    if auth:
+        return (f"seed ui: other machines reach Prefect and MLflow on {where} behind basic auth over plain HTTP "
+                "(the password crosses the network in clear): use a trusted network or an HTTPS proxy")
+    return (f"seed ui: WARNING: Prefect and MLflow on {where} have no authentication: anyone who reaches them can "
+            "read, change and delete runs, flows and artifacts and start deployments; use a trusted network only, "
+            "or add --auth")
+
+
+@command(short_help="Start the Prefect and MLflow UIs on 127.0.0.1 (or --host), or stop them.")
 def ui(prefect_port: Annotated[int, port_option("Prefect")] = 4200,
        mlflow_port: Annotated[int, port_option("MLflow")] = 5000,
        stop: Annotated[bool, typer.Option("--stop", help="Stop the servers that `seed ui` started.")] = False,
        auth: Annotated[bool, typer.Option("--auth", help="Protect both servers with basic auth (shared machines): "
                                                          "user seed, password $SEED_UI_PASSWORD or a random one, "
-                                                         "printed once.")] = False) -> None:
-    """Start the Prefect and MLflow UIs on 127.0.0.1, or stop them.
+                                                         "printed once.")] = False,
+       host: Annotated[str, typer.Option(metavar="HOST", help="The address both servers bind; 0.0.0.0 serves other "
+                                                              "machines (a sweep's workers), with a warning: no "
+                                                              "authentication without --auth.")] = "127.0.0.1"
+       ) -> None:
+    """Start the Prefect and MLflow UIs on 127.0.0.1 (or --host), or stop them.
 
     The servers run detached; each line names the URL, the PID and the port (a server that is already up is
     kept and named). `seed run` and `dvc repro` then report to this Prefect server; without it they record into
     the same database (.prefect/). Both servers accept web requests from their own origin only (CORS, CSRF,
     allowed hosts); --auth adds basic auth, whose credentials seed's own processes read from .tmp/ui/auth.json
-    (mode 0600).
+    (mode 0600). --host 0.0.0.0 lets other machines in: the workers of `seed sweep --pool` and their MLflow runs.
     """
     from flows import servers
     from seed_app import services
 
     if stop:
         return stop_ui()
-    commands = services.server_commands(prefect_port, mlflow_port, auth)
+    commands = services.server_commands(prefect_port, mlflow_port, auth, check_host(host))
     if auth and (running := [f"{name} ({running_as(name, url)})" for name, (_, health, url) in commands.items()
                              if servers.healthy(health)]):
         typer.echo(f"seed: {' and '.join(running)} already running; `seed ui --stop` first (an --auth start sets "
@@ -116,6 +144,11 @@ def ui(prefect_port: Annotated[int, port_option("Prefect")] = 4200,
             f"password from ${services.PASSWORD_VAR}"
         typer.echo(f"basic auth: user {user}, {shown}; Prefect's UI asks for {user}:<password>")
     typer.echo(f"export PREFECT_API_URL=http://127.0.0.1:{prefect_port}/api   # flows then show in the Prefect UI")
+    if servers.local_host(host) != servers.LOOPBACK or host in servers.ANY_HOST:
+        public = f"http://{servers.public_host(host)}"
+        typer.echo(f"other machines: export PREFECT_API_URL={public}:{prefect_port}/api "
+                   f"MLFLOW_TRACKING_URI={public}:{mlflow_port}")
+        typer.echo(shared_warning(host, auth, (prefect_port, mlflow_port)), err=True)
     typer.echo("stop with: seed ui --stop")
 
 

@@ -19,29 +19,35 @@ from seed_core.config import endpoint_env, project_root
 from seed_core.tracking import artifact_location, tracking_uri
 
 
-def server_commands(prefect_port: int, mlflow_port: int,
-                    auth: bool = False) -> dict[str, tuple[list[str], str, str]]:
+def server_commands(prefect_port: int, mlflow_port: int, auth: bool = False,
+                    host: str = servers.LOOPBACK) -> dict[str, tuple[list[str], str, str]]:
     """name -> (command, health URL, UI URL); the binaries are the ones beside this interpreter. Both servers
     protect themselves with their own settings: Prefect's CORS and CSRF (``flows.servers.prefect_server_env``, set
     by ``spawn``), MLflow's allowed hosts and CORS origins (``mlflow_server``); ``auth``: MLflow's basic-auth app
-    (its credentials and Prefect's come from ``auth_env``)."""
-    return {"prefect": servers.prefect_server(prefect_port), "mlflow": mlflow_server(mlflow_port, auth)}
+    (its credentials and Prefect's come from ``auth_env``). ``host``: the address both bind (``seed ui --host``)."""
+    return {"prefect": servers.prefect_server(prefect_port, host), "mlflow": mlflow_server(mlflow_port, auth, host)}
 
 
-def mlflow_server(port: int, auth: bool = False) -> tuple[list[str], str, str]:
-    """(command, health URL, UI URL) of an MLflow server on 127.0.0.1:``port`` over the project's store;
-    artifacts stay where the store keeps them (``artifact_location``), written by the clients directly.
-    MLflow's security settings: the ``Host`` header must be this server's (``--allowed-hosts``: no DNS rebinding)
-    and state-changing API calls from a web origin other than its own are refused (``--cors-allowed-origins``;
-    MLflow 3 also always lets ``localhost`` origins through). ``auth``: ``--app-name basic-auth``."""
-    uri, url = tracking_uri(), f"http://127.0.0.1:{port}"
+def mlflow_server(port: int, auth: bool = False, host: str = servers.LOOPBACK) -> tuple[list[str], str, str]:
+    """(command, health URL, UI URL) of an MLflow server on ``host``:``port`` over the project's store. On
+    127.0.0.1, artifacts stay where the store keeps them (``artifact_location``), written by the clients directly;
+    bound for other machines, the server takes them over HTTP into that place (``--artifacts-destination``: a
+    client elsewhere cannot write this machine's disk). MLflow's security settings: the ``Host`` header must be
+    this server's (``--allowed-hosts``: no DNS rebinding) and state-changing API calls from a web origin other than
+    its own are refused (``--cors-allowed-origins``; MLflow 3 also always lets ``localhost`` origins through).
+    ``auth``: ``--app-name basic-auth``."""
+    uri, public = tracking_uri(), servers.public_host(host)
+    names = list(dict.fromkeys(["127.0.0.1", "localhost", public, *([] if host in servers.ANY_HOST else [host])]))
     command = [str(Path(sys.executable).with_name("mlflow")), "server", "--backend-store-uri", uri, "--host",
-               "127.0.0.1", "--port", str(port), "--workers", "1", "--allowed-hosts",
-               f"127.0.0.1:{port},localhost:{port}", "--cors-allowed-origins",
-               f"http://127.0.0.1:{port},http://localhost:{port}", *(["--app-name", "basic-auth"] if auth else [])]
-    if artifact_location(uri):
+               host, "--port", str(port), "--workers", "1", "--allowed-hosts",
+               ",".join(f"{name}:{port}" for name in names), "--cors-allowed-origins",
+               ",".join(f"http://{name}:{port}" for name in names), *(["--app-name", "basic-auth"] if auth else [])]
+    if artifact_location(uri) and host == servers.LOOPBACK:
         command += ["--default-artifact-root", str(artifact_location(uri))]
-    return command, f"{url}/health", url
+    elif artifact_location(uri):
+        command += ["--artifacts-destination", str(artifact_location(uri)), "--default-artifact-root",
+                    "mlflow-artifacts:/"]
+    return command, f"http://{servers.local_host(host)}:{port}/health", f"http://{public}:{port}"
 
 
 AUTH_USER = "seed"
@@ -120,9 +126,9 @@ def start_all(commands: dict[str, tuple[list[str], str, str]],
             if name not in out:
                 extra = (env or {}).get(name)
                 started.append((name, servers.start(name, command, health, env={**os.environ, **extra} if extra
-                                                    else None)))
+                                                    else None, ui_url=url)))
                 out[name] = started[-1][1].pid
-                servers.record_url(name, url)
+                servers.record_url(name, health.removesuffix("/health").removesuffix("/api"))  # this machine's way
     except BaseException:
         for name, proc in reversed(started):
             servers.stop(name, proc)
