@@ -81,9 +81,9 @@ class EZPointsConfig(Section):
     """``fixed``: every formula must equal ``target`` (gym-cards). ``suit`` (the mechanism lab, issue 25): the
     target is hidden; it is the *sum* of the two card numbers when the first card is red (hearts, diamonds) and
     their *product* when it is black, and the task line says only "the sum or the product"."""
-    action_unit: Literal["token", "formula"] = "token"
-    """``token``: one token appended per step (gym-cards); ``formula``: the action is a whole formula
-    ``a op b``, evaluated at once (one decision per episode)."""
+    action_unit: Literal["token", "operator"] = "token"
+    """``token``: one token appended per step (gym-cards); ``operator``: the action is ``+`` or ``*`` alone, played
+    between the first and the second card number and evaluated at once (one decision per episode)."""
     reward: Literal["shaped", "binary"] = "shaped"
     """``shaped``: +10 win, -1 per mistake (gym-cards); ``binary``: 1 for a win, else 0, so a group in which every
     episode fails has exactly zero GRPO advantage."""

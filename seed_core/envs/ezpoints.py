@@ -25,8 +25,9 @@ The mechanism-lab variant (issue 25; ``presets/testbed-mechanism.yaml``) changes
   product), suits random; the hidden target is ``a + b`` if the first card is red (hearts, diamonds) and ``a * b``
   if it is black. The task line says "the sum or the product", so a policy that ignores the suit is right half
   the time, and a failed episode tells in hindsight which one it was (the other).
-* ``action_unit: formula``: the action is a whole formula ``a op b`` (played as ``a``, ``op``, ``b``, ``=``), so
-  an episode is one decision and P(expert action) is the probability of that decision.
+* ``action_unit: operator``: the action is the operator alone (``+`` or ``*``), played as the first card, the
+  operator, the second card and ``=``: an episode is one decision, P(expert action) is the probability of that
+  decision, and nothing has to be copied from the observation.
 * ``reward: binary``: 1 for a win, else 0 (no -1 penalties), so an all-fail group has zero GRPO advantage.
 """
 
@@ -56,8 +57,8 @@ STATED_FORMULA = re.compile(r"(?<!\d)(?<!\d\.)(\d{1,2})\s*([+*])\s*(\d{1,2})(?!\
 what ``judge_skill`` reads."""
 RED_SUITS = ("hearts", "diamonds")
 """``target_rule: suit``: a red first card makes the hidden target the sum, a black one the product."""
-PLAN = re.compile(r"Answer (\d{1,2}\s*[+*]\s*\d{1,2})")
-"""The plan a ``target_rule: suit`` oracle skill states (``... Answer 4*6.``): what ``plan_action`` reads."""
+PLAN = re.compile(r"answer '([+*])'")
+"""The plan a ``target_rule: suit`` oracle skill states (``...: answer '*'.``): what ``plan_action`` reads."""
 
 
 def evaluate(formula: str) -> int | None:
@@ -149,6 +150,11 @@ def solutions(cards: tuple[int, int], target: int) -> list[list[str]]:
     return found
 
 
+def first_card_operator(game: "Game") -> str:
+    """The operator of the winning formula that starts with the first card (``action_unit: operator``)."""
+    return next(s[1] for s in solutions(game.cards, game.target) if s[0] == str(game.cards[0]))
+
+
 @dataclass
 class Game:
     """Mutable state of one EZPoints formula; ``play`` applies one token and returns (reward, note).
@@ -228,10 +234,11 @@ Step {step}. {observation}
 Answer with JSON: {{"thoughts": "...", "action": "<token>"}}"""
 """``env.ezpoints.prompt: compact``: task line (skills are inserted after it), observation, answer format."""
 
-_COMPACT_FORMULA = """Your task is: answer with one formula of the two card numbers (a+b or a*b) equal to {target}.
+_COMPACT_OPERATOR = """Your task is: choose the operator ('+' or '*') that makes the first card number, the operator and \
+the second card number equal {target}.
 Step {step}. {observation}
-Answer with JSON: {{"thoughts": "...", "action": "<formula>"}}"""
-"""``prompt: compact`` with ``action_unit: formula``."""
+Answer with JSON: {{"thoughts": "...", "action": "<operator>"}}"""
+"""``prompt: compact`` with ``action_unit: operator``."""
 
 HIDDEN_TARGET = "the hidden target (the sum or the product of the two card numbers)"
 """How the task line names the target under ``target_rule: suit`` (it never says which)."""
@@ -247,16 +254,16 @@ class EZPointsEnv(SeededTaskSet, TimeLimit):
     task_type = "ezpoints"  # SeededTaskSet: the type of every task
 
     def __init__(self, cfg: EnvConfig) -> None:
-        if cfg.ezpoints.action_unit == "formula" and cfg.ezpoints.prompt != "compact":
-            raise ValueError("env.ezpoints.action_unit=formula needs env.ezpoints.prompt=compact (the paper prompt "
+        if cfg.ezpoints.action_unit == "operator" and cfg.ezpoints.prompt != "compact":
+            raise ValueError("env.ezpoints.action_unit=operator needs env.ezpoints.prompt=compact (the paper prompt "
                              "teaches one token per step); set prompt: compact")
         self.cfg = cfg
         self._game: Game | None = None
         self._labels: tuple[str, str] = ("", "")
 
     @property
-    def formula_actions(self) -> bool:
-        return self.cfg.ezpoints.action_unit == "formula"
+    def operator_actions(self) -> bool:
+        return self.cfg.ezpoints.action_unit == "operator"
 
     def new_game(self, task: Task) -> tuple[Game, tuple[str, str]]:
         ez = self.cfg.ezpoints
@@ -276,12 +283,12 @@ class EZPointsEnv(SeededTaskSet, TimeLimit):
     def _observation(self) -> str:
         game = self._require_game()
         cards = f"Cards: {self._labels[0]}, {self._labels[1]} (values {game.cards[0]} and {game.cards[1]})"
-        return cards if self.formula_actions else f"{cards}\nThe current formula is: '{game.formula}'"
+        return cards if self.operator_actions else f"{cards}\nThe current formula is: '{game.formula}'"
 
     def build_prompt(self, observation: str, history: list[HistoryItem], step: int) -> str:
         ez, target = self.cfg.ezpoints, self._target_text()
         if ez.prompt == "compact":
-            template = _COMPACT_FORMULA if self.formula_actions else _COMPACT
+            template = _COMPACT_OPERATOR if self.operator_actions else _COMPACT
             return template.format(target=target, observation=observation, step=step + 1)
         current = "Your current observation is:"
         if history:
@@ -299,9 +306,9 @@ class EZPointsEnv(SeededTaskSet, TimeLimit):
         if start == -1:
             return ParsedAction(action="", valid=False)
         rest = text[start + len('"action":') :]
-        if self.formula_actions:  # the first stated formula after "action": (``4*6``, ``10 + 2``)
-            match = STATED_FORMULA.search(rest)
-            return ParsedAction("".join(match.groups()), True) if match else ParsedAction("", False)
+        if self.operator_actions:  # exactly one distinct operator after "action":
+            found = {op for op in "+*" if op in rest}
+            return ParsedAction(found.pop(), True) if len(found) == 1 else ParsedAction("", False)
         found = {"10"} if "10" in rest else set()
         rest = rest.replace("10", "")
         found |= {t for t in TOKENS if t != "10" and t in rest}
@@ -309,9 +316,10 @@ class EZPointsEnv(SeededTaskSet, TimeLimit):
 
     def _step(self, action: str) -> StepResult:
         game = self._require_game()
-        if self.formula_actions:  # ``a op b`` is played as its three tokens and ``=``
+        if self.operator_actions:  # the first card, the operator, the second card and ``=``
             reward, note = 0.0, "invalid"
-            for token in [*re.findall(r"\d+|[+*]", action), "="] if action else []:
+            a, b = game.cards
+            for token in [str(a), action, str(b), "="] if action in ("+", "*") else []:
                 step_reward, note = game.play(token)
                 reward += step_reward
         else:
@@ -329,40 +337,36 @@ class EZPointsEnv(SeededTaskSet, TimeLimit):
 
     def expert_action(self) -> str:
         """Next token of a winning formula, or ``"="`` once the formula has left every winning one; with
-        ``action_unit: formula`` the winning formula itself (first card first)."""
+        ``action_unit: operator`` the operator of the winning formula that starts with the first card."""
         game = self._require_game()
-        if self.formula_actions:
-            return "".join(solutions(game.cards, game.target)[0][:3])
+        if self.operator_actions:
+            return first_card_operator(game)
         options = game.next_tokens()
         return options[0] if options else "="
 
     def naive_action(self) -> str:
         """What a player who ignores the hidden rule does (``testbed.plain_policy: naive``): the *sum* of the two
-        card numbers, first card first (as a formula, or its next token)."""
+        card numbers, first card first (``+``, or the next token of that formula)."""
         game = self._require_game()
         a, b = game.cards
-        if self.formula_actions:
-            return f"{a}+{b}"
+        if self.operator_actions:
+            return "+"
         naive = Game(game.cards, a + b, game.max_length, list(game.tokens), list(game.used))
         options = naive.next_tokens()
         return options[0] if options else "="
 
     def random_action(self, rng: random.Random) -> str:
-        """A uniformly random action: a formula of the two cards (either order, ``+`` or ``*``), or a token."""
-        if not self.formula_actions:
-            return rng.choice(TOKENS)
-        a, b = self._require_game().cards
-        first, second = (a, b) if rng.random() < 0.5 else (b, a)
-        return f"{first}{rng.choice('+*')}{second}"
+        """A uniformly random action: an operator, or a token."""
+        return rng.choice("+*") if self.operator_actions else rng.choice(TOKENS)
 
     def plan_action(self, skill: str) -> str | None:
-        """The action a skill's plan prescribes (``PLAN``: ``Answer 4*6``), formula actions only; None if it states
+        """The action a skill's plan prescribes (``PLAN``: ``answer '*'``), operator actions only; None if it states
         none (``testbed.mismatch_fraction``: the policy is taught to follow the content of another task's skill)."""
-        match = PLAN.search(skill) if self.formula_actions else None
-        return re.sub(r"\s+", "", match.group(1)) if match else None
+        match = PLAN.search(skill) if self.operator_actions else None
+        return match.group(1) if match else None
 
     def format_response(self, action: str) -> str:
-        thoughts = ("I read both card numbers and answer with the formula." if self.formula_actions else
+        thoughts = ("I read both cards and choose the operator." if self.operator_actions else
                     "I read both card numbers and the current formula and append the token that completes it.")
         return json.dumps({"thoughts": thoughts, "action": action})
 
@@ -404,26 +408,28 @@ class EZPointsEnv(SeededTaskSet, TimeLimit):
         return {"episode_summary": summary, "episode_skill": skill}
 
     def suit_skill(self, task: Task, actions: list[str], success: bool) -> dict[str, str]:
-        """``target_rule: suit``: "the first card is red/black, so the hidden target is the sum/product ...
-        Answer a op b." (the only formula in the skill is the answer, which ``plan_action`` reads)."""
-        game, labels = self.new_game(task)
-        a, b = game.cards
-        colour, kind = ("red", "sum") if labels[0].rsplit(" ", 1)[-1] in RED_SUITS else ("black", "product")
-        answer = "".join(solutions(game.cards, game.target)[0][:3])
-        tried = " then ".join(actions) or "nothing"
-        rule = f"the first card is {colour}, so the hidden target is the {kind} of the two card numbers."
+        """``target_rule: suit``: "the first card is red/black, so the hidden target is the sum/product of the two
+        card numbers: answer '+'/'*'." (``PLAN``, which ``plan_action`` reads; no instance values)."""
+        _, labels = self.new_game(task)
+        colour, kind, op = ("red", "sum", "+") if labels[0].rsplit(" ", 1)[-1] in RED_SUITS else \
+            ("black", "product", "*")
+        tried = " then ".join(repr(a) for a in actions) or "nothing"
+        rule = f"the first card is {colour}, so the hidden target is the {kind} of the two card numbers: answer '{op}'."
         if success:
-            return {"episode_summary": f"Answered {tried} and won.",
-                    "episode_skill": f"Workflow: {rule} Answer {answer}."}
+            return {"episode_summary": f"Answered {tried} and won.", "episode_skill": f"Workflow: {rule}"}
         return {"episode_summary": f"Answered {tried} and failed.",
-                "episode_skill": f"Avoid the wrong operator: {rule} Answer {answer}."}
+                "episode_skill": f"Avoid the wrong operator: {rule}"}
 
     def judge_skill(self, task: Task, skill: str) -> bool:
         """Whether ``skill`` states a correct solution for this instance: some formula ``a op b`` in its text
         (``STATED_FORMULA``: two numbers joined by ``+`` or ``*``) uses exactly the two card values and equals
         the target. A skill for other cards, with the wrong operator, or with no formula at all is wrong (the
-        oracle's skills, success and failure alike, state the winning formula)."""
+        oracle's skills, success and failure alike, state the winning formula). With ``action_unit: operator``
+        the plan is the operator: a skill is correct iff the operator it prescribes (``plan_action``) is this
+        instance's (another instance's skill with the same rule is a correct plan here too)."""
         game, _ = self.new_game(task)
+        if self.operator_actions:
+            return self.plan_action(skill) == first_card_operator(game)
         for a, op, b in STATED_FORMULA.findall(skill):
             x, y = int(a), int(b)
             if sorted((x, y)) == sorted(game.cards) and (x + y if op == "+" else x * y) == game.target:

@@ -1,4 +1,4 @@
-"""The mechanism-lab variant of EZPoints (``target_rule: suit``, ``action_unit: formula``, ``reward: binary``) and
+"""The mechanism-lab variant of EZPoints (``target_rule: suit``, ``action_unit: operator``, ``reward: binary``) and
 the testbed corpus that goes with it (``plain_policy: naive``, ``mismatch_fraction``): issue 25."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from seed_core.config import EnvConfig
 from seed_core.envs.ezpoints import RED_SUITS, STATED_FORMULA, EZPointsEnv, deal_suit
 from seed_core.types import Task
 
-HIDDEN = {"target_rule": "suit", "action_unit": "formula", "reward": "binary", "prompt": "compact"}
+HIDDEN = {"target_rule": "suit", "action_unit": "operator", "reward": "binary", "prompt": "compact"}
 
 
 @pytest.fixture
@@ -49,52 +49,50 @@ def test_the_prompt_never_states_the_target_or_the_rule(env: EZPointsEnv) -> Non
     prompt = env.build_prompt(env.reset(t), [], 0)
     (a, b), _, target = deal_suit(t.seed)
     assert "the sum or the product" in prompt and str(target) not in prompt.replace(f"values {a} and {b}", "")
-    assert "black" not in prompt and "red" not in prompt and '"<formula>"' in prompt
+    assert "black" not in prompt and "red" not in prompt and '"<operator>"' in prompt
 
 
 @pytest.mark.parametrize("colour,op", [("red", "+"), ("black", "*")])
-def test_one_formula_ends_the_episode_with_a_binary_reward(env: EZPointsEnv, colour: str, op: str) -> None:
+def test_one_operator_ends_the_episode_with_a_binary_reward(env: EZPointsEnv, colour: str, op: str) -> None:
     t = find(colour)
     (a, b), _, _ = deal_suit(t.seed)
     env.reset(t)
-    assert env.expert_action() == f"{a}{op}{b}"
-    won = env.step(env.parse_action(env.format_response(f"{a}{op}{b}")).action)
-    assert (won.reward, won.done, won.won) == (1.0, True, True)
+    assert env.expert_action() == op
+    won = env.step(env.parse_action(env.format_response(op)).action)
+    assert (won.reward, won.done, won.won, won.info["formula"]) == (1.0, True, True, f"{a}{op}{b}")
     env.reset(t)
-    other = "*" if op == "+" else "+"
-    lost = env.step(f"{b}{other}{a}")
+    lost = env.step("*" if op == "+" else "+")
     assert (lost.reward, lost.done, lost.won) == (0.0, True, False)  # binary: no -1 for a wrong formula
 
 
-def test_parse_reads_the_first_formula_after_action(env: EZPointsEnv) -> None:
-    assert env.parse_action('{"thoughts": "3+4?", "action": "10 * 2"}').action == "10*2"
+def test_parse_reads_exactly_one_operator_after_action(env: EZPointsEnv) -> None:
+    assert env.parse_action('{"thoughts": "3+4?", "action": "*"}').action == "*"
     assert not env.parse_action('{"thoughts": "x", "action": "7"}').valid
-    assert not env.parse_action("4*6").valid
+    assert not env.parse_action('{"thoughts": "x", "action": "+*"}').valid
+    assert not env.parse_action("*").valid
 
 
-def test_naive_player_always_adds_and_random_actions_are_formulas_of_the_cards(env: EZPointsEnv) -> None:
-    t = find("black")
-    (a, b), _, _ = deal_suit(t.seed)
-    env.reset(t)
-    assert env.naive_action() == f"{a}+{b}" and env.expert_action() == f"{a}*{b}"
+def test_naive_player_always_adds_and_random_actions_are_operators(env: EZPointsEnv) -> None:
+    env.reset(find("black"))
+    assert env.naive_action() == "+" and env.expert_action() == "*"
     rng = random.Random(0)
-    drawn = {env.random_action(rng) for _ in range(200)}
-    assert drawn == {f"{a}+{b}", f"{b}+{a}", f"{a}*{b}", f"{b}*{a}"} or a == b
+    assert {env.random_action(rng) for _ in range(50)} == {"+", "*"}
 
 
 def test_suit_skills_are_judged_and_their_plan_read(env: EZPointsEnv) -> None:
-    """The oracle's skill (success and failure) states the answer, which the judge accepts and ``plan_action``
-    reads; a skill with the other operator, or another task's skill, is rejected."""
+    """The oracle's skill (success and failure) states the operator, which the judge accepts and ``plan_action``
+    reads; a skill with the other operator (another task's whose first card has the other colour) or none is
+    rejected; the skill names no card value (it is type-level)."""
     t = find("black")
     (a, b), _, _ = deal_suit(t.seed)
     for success in (True, False):
-        skill = env.oracle_skill(t, [f"{a}+{b}"], success)["episode_skill"]
-        assert "black" in skill and "product" in skill and skill.endswith(f"Answer {a}*{b}.")
-        assert env.judge_skill(t, skill) and env.plan_action(skill) == f"{a}*{b}"
-    assert not env.judge_skill(t, f"the first card is red, so answer {a}+{b}.")
-    other = find("red")
-    assert not env.judge_skill(t, env.oracle_skill(other, [], True)["episode_skill"])
-    assert env.plan_action("no plan here") is None
+        skill = env.oracle_skill(t, ["+"], success)["episode_skill"]
+        assert "black" in skill and "product" in skill and skill.endswith("answer '*'.")
+        assert env.judge_skill(t, skill) and env.plan_action(skill) == "*"
+        assert f" {a} " not in f" {skill} " and str(a * b) not in skill
+    assert not env.judge_skill(t, "the first card is red, so the target is the sum: answer '+'.")
+    assert not env.judge_skill(t, env.oracle_skill(find("red"), [], True)["episode_skill"])
+    assert not env.judge_skill(t, "multiply the two numbers") and env.plan_action("no plan here") is None
 
 
 def test_a_sentence_period_after_a_formula_still_counts_but_a_decimal_does_not() -> None:
@@ -102,7 +100,7 @@ def test_a_sentence_period_after_a_formula_still_counts_but_a_decimal_does_not()
     assert STATED_FORMULA.findall("use 4*6.5 or 1.4+8") == []
 
 
-def test_formula_actions_need_the_compact_prompt() -> None:
+def test_operator_actions_need_the_compact_prompt() -> None:
     with pytest.raises(ValueError, match="env.ezpoints.prompt=compact"):
         EZPointsEnv(EnvConfig(name="ezpoints", ezpoints={**HIDDEN, "prompt": "paper"}))
 
