@@ -25,9 +25,12 @@ POOL_TYPE = "process"
 CELL_FLOW = "sweep-pool-cell"
 """The cell flow (``flows.sweep_pool.sweep_pool_cell_flow``); its deployment on pool P is ``sweep-pool-cell/P``."""
 ENTRYPOINT = "flows/sweep_pool.py:sweep_pool_cell_flow"
-ROOT_VAR, WORKER_PID_VAR, THREADS_VAR = "SEED_WORKER_ROOT", "SEED_WORKER_PID", "SEED_TORCH_THREADS"
-"""Set by ``seed worker`` for its flow runs: its project clone, its PID, the torch threads of each cell."""
+ROOT_VAR, WORKER_PID_VAR, WORKER_NAME_VAR = "SEED_WORKER_ROOT", "SEED_WORKER_PID", "SEED_WORKER_NAME"
+THREADS_VAR = "SEED_TORCH_THREADS"
+"""Set by ``seed worker`` for its flow runs: its project clone, its PID and name, the torch threads of each cell."""
 LOST_AFTER_HEARTBEATS, LOST_GRACE_S = 3, 5.0
+PAGE = 100
+"""Flow runs read per request (the server answers at most its default limit, 200)."""
 
 
 def deployment_name(pool: str) -> str:
@@ -132,8 +135,9 @@ def fan_out(deployment: str, pool: str, cells: list[Cell], retries: int, poll_s:
     with get_client(sync_client=True) as client:
         while pending := [c for c in cells if c.final is None and c.error is None]:
             time.sleep(poll_s)
-            runs = {r.id: r for r in client.read_flow_runs(
-                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[c.runs[-1] for c in pending])))}
+            ids = [c.runs[-1] for c in pending]
+            runs = {r.id: r for i in range(0, len(ids), PAGE) for r in client.read_flow_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=ids[i:i + PAGE])), limit=PAGE)}
             workers = {w.name: w for w in client.read_workers_for_work_pool(pool)}
             if not workers and not told:
                 say(f"seed sweep: waiting for a worker on pool {pool!r}: start one with `seed worker --pool {pool}`")

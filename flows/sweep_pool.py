@@ -27,7 +27,7 @@ from typing import Any
 from prefect import flow
 
 from flows.common import stage_paths, stage_run
-from flows.pool import WORKER_PID_VAR, Cell, ensure_deployment, fan_out
+from flows.pool import WORKER_NAME_VAR, WORKER_PID_VAR, Cell, ensure_deployment, fan_out
 from seed_core.config import project_root
 from seed_core.loader import load_config, validate_config, with_overrides
 from seed_core.sweep_cells import cell_dir, cell_key, finished_cell, run_cell_once
@@ -86,7 +86,7 @@ def cell_inputs(parent_host: str, cells_dir: str, base_model: str, base_model_md
     return paths.data / POOL_CELLS, paths.base_model, True
 
 
-@flow(name="sweep-pool-cell", flow_run_name="sweep-seed-{seed}")
+@flow(name="sweep-pool-cell")  # its runs are named by the fan-out: sweep-seed-<s>-try-<n>
 def sweep_pool_cell_flow(config: dict[str, Any], seed: int, key: str, cells_dir: str, base_model: str,
                          parent_host: str, tracking_uri: str, base_model_md5: str = "",
                          parent_run_id: str | None = None) -> dict[str, Any]:
@@ -103,9 +103,9 @@ def sweep_pool_cell_flow(config: dict[str, Any], seed: int, key: str, cells_dir:
     cfg = load_config(source, {"project.seed": seed}, origin="the sweep's cell")
     with stage_run(cfg, f"sweep-seed-{seed}", "sweep", [base], parent_run_id) as tracker:
         tracker.set_tags({"seed": seed, "methods": ",".join(cfg.sweep.methods), "sweep.cell_key": key,
-                          "prefect.worker": os.environ.get("SEED_WORKER_NAME", "")})
+                          "prefect.worker": os.environ.get(WORKER_NAME_VAR, "")})
         _, outcome = run_cell_once(cfg, base, cells, key, tracker, flow_run=str(flow_run.id or ""),
-                                   worker=os.environ.get("SEED_WORKER_NAME", ""))
+                                   worker=os.environ.get(WORKER_NAME_VAR, ""))
         tracker.log_artifact(cell_dir(cells, seed) / "results.json")
         out: dict[str, Any] = {"seed": seed, "key": key, "outcome": outcome}
         if remote:

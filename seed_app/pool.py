@@ -44,11 +44,11 @@ def prefect_api(command: str) -> str:
 
 def worker_env(name: str, threads: int) -> dict[str, str]:
     """The environment ``prefect worker start`` runs in, inherited by every cell it starts (module docstring)."""
-    from flows.pool import ROOT_VAR, THREADS_VAR, WORKER_PID_VAR
+    from flows.pool import ROOT_VAR, THREADS_VAR, WORKER_NAME_VAR, WORKER_PID_VAR
     from seed_app.services import QUIET_ENV
 
     root = str(project_root())
-    return {**QUIET_ENV, **os.environ, ROOT_VAR: root, WORKER_PID_VAR: str(os.getpid()), "SEED_WORKER_NAME": name,
+    return {**QUIET_ENV, **os.environ, ROOT_VAR: root, WORKER_PID_VAR: str(os.getpid()), WORKER_NAME_VAR: name,
             THREADS_VAR: str(threads), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
             "PREFECT_RUNNER_AUTO_INSTALL_DEPENDENCIES": "false",  # the clone's venv as it is: no `uv run`
             "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])]),
