@@ -112,16 +112,80 @@ def prefect_flow_run_url(api_url: str, flow_run_id: str) -> str:
     return f"{api_url.rstrip('/').removesuffix('/api')}/runs/flow-run/{flow_run_id}"
 
 
-def reference_verdict(root: Path, table: str = "reports/table.md") -> str:
-    """Whether ``table`` equals the committed reference (the version in git ``HEAD``), as one line for
-    ``seed run``'s end; the next step to take when it differs or when nothing is committed."""
-    def git(*args: str) -> int:
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, check=False).returncode
+REFERENCE_SWEEP = "benchmarks/results/learning.json"
+"""The committed multi-seed reference (a ``seed sweep``'s learning.json) that ``seed run``'s verdict reads."""
+REFERENCE_NUMERICS = "data/collect/resolved_config.json"
+"""A committed stage record whose ``numerics`` section says what the committed reference run ran under."""
 
-    if git("cat-file", "-e", f"HEAD:{table}") != 0:
-        return (f"seed: no committed reference {table} to compare with (commit it with dvc.lock to make this "
-                f"run the reference)")
-    if git("diff", "--quiet", "HEAD", "--", table) == 0:
-        return f"seed: {table} matches the committed reference"
-    return (f"seed: {table} differs from the committed reference: `git diff {table}`, `dvc metrics diff` and "
-            f"`dvc plots diff` show how")
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+
+
+def reference_verdict(root: Path, table: str = "reports/table.md") -> str:
+    """``seed run``'s last word on its table, two verdicts (lines):
+
+    1. statistical (``seed_core.reference``): per method of ``reports/table.csv``, inside or outside the 95% range
+       of one run under the committed multi-seed reference ``REFERENCE_SWEEP``, and by how much; a method the
+       reference lacks is said so. This is the verdict to act on: another CPU is another draw.
+    2. bit-identity (``identity_line``): ``table`` equal to its version in git ``HEAD``, with whether that was to
+       be expected (the same CPU model and pinned numerics as the committed run, ``seed_core.numerics``)."""
+    return "\n".join([*statistical_lines(root, Path(table).parent / "table.csv"), identity_line(root, table)])
+
+
+def statistical_lines(root: Path, table_csv: Path) -> list[str]:
+    """The statistical verdict of ``table_csv`` (each method's overall row of its first split) against
+    ``REFERENCE_SWEEP`` in ``root``; one line when either file is missing."""
+    import json
+
+    from seed_core.reference import judge, verdict_lines
+
+    ref_path, csv = root / REFERENCE_SWEEP, root / table_csv
+    if not ref_path.is_file():
+        return [f"seed: no committed multi-seed reference {REFERENCE_SWEEP} (a `seed sweep`'s "
+                f"reports/sweep/learning.json, copied there and committed) to judge the table by"]
+    if not csv.is_file():
+        return [f"seed: no {table_csv} to judge against the reference"]
+    reference = json.loads(ref_path.read_text())
+    rows = [r for r in table_rows(csv.parent) if r.get("task_type") == "all"]
+    first_split = rows[0]["split"] if rows else None
+    rows = [r for r in rows if r["split"] == first_split and r.get("success_rate") is not None]
+    return verdict_lines(judge(rows, reference), REFERENCE_SWEEP, str(reference.get("setting", {}).get("preset", "")))
+
+
+def identity_line(root: Path, table: str) -> str:
+    """Whether ``table`` is bit-identical to the committed one, and whether identity was to be expected: the
+    committed run's numerics (``REFERENCE_NUMERICS`` at ``HEAD``) against what this machine's stages run under."""
+    import json
+
+    from seed_core import numerics
+
+    if _git(root, "cat-file", "-e", f"HEAD:{table}").returncode != 0:
+        return (f"seed: bit-identity: no committed reference {table} to compare with (commit it with dvc.lock to "
+                f"make this run the reference)")
+    same = _git(root, "diff", "--quiet", "HEAD", "--", table).returncode == 0
+    committed = _git(root, "show", f"HEAD:{REFERENCE_NUMERICS}")
+    try:
+        theirs = json.loads(committed.stdout).get(numerics.RECORD_KEY) if committed.returncode == 0 else None
+    except ValueError:
+        theirs = None
+    ours = {"settings": numerics.effective(), **numerics.cpu()}
+    alike = theirs is not None and theirs.get("settings") == ours["settings"] and \
+        theirs.get("cpu_model") == ours["cpu_model"]
+    if theirs is None:
+        why = "the committed run records no numerics (it predates their pinning), so identity is expected only there"
+    elif alike:
+        why = f"same CPU model ({ours['cpu_model']}) and pinned numerics as the committed run"
+    else:
+        why = (f"the committed run ran on {theirs.get('cpu_model') or '?'} under {_settings(theirs.get('settings'))}, "
+               f"this machine is {ours['cpu_model'] or '?'} under {_settings(ours['settings'])}; `seed doctor` says "
+               f"whether their numerics agree")
+    if same:
+        return f"seed: bit-identity: {table} is identical to the committed one ({why})"
+    hint = ("so the code, params or data differ: `dvc params diff`, `dvc metrics diff`" if alike
+            else "the statistical verdict above is the one to act on")
+    return f"seed: bit-identity: {table} differs from the committed one (`git diff {table}`); {why}; {hint}"
+
+
+def _settings(settings: dict[str, str] | None) -> str:
+    return ", ".join(f"{k}={v or '(native)'}" for k, v in (settings or {}).items()) or "unknown settings"

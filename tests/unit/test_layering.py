@@ -73,7 +73,7 @@ def test_importing_every_flow_and_task_module_loads_no_torch() -> None:
 
 LAYERS = (  # lowest first; a module may import its own layer or lower ones, never a higher one
     ("base", ("registry", "types", "code_closure", "config", "io", "stats", "skill_insert", "stage_params", "timing",
-              "logs")),
+              "logs", "numerics", "reference")),
     ("engines", ("alfworld", "webshop", "retrieval", "data_gen")),
     ("envs", ("envs",)),
     ("models", ("models", "losses", "algorithms", "methods", "contexts", "static_skills", "task_sets", "resume", "tracking")),
