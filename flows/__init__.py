@@ -6,6 +6,9 @@ this package points Prefect at ``seed ui``'s server when it is up, else at the p
 (``.prefect/``, the one ``seed ui`` serves), before Prefect is imported: the stage's flow run stays
 in the history instead of dying with a temporary database.
 
+First of all, the CPU numerics are pinned (``seed_core.numerics.pin``: ATen, MKL and oneDNN at AVX2 unless the
+user set them), before torch loads in this process or in the warm stage server that forks it.
+
 Under ``seed run`` a stage process hands itself to the run's warm stage server (``flows.warm``), which has
 imported Prefect, MLflow and torch once, and exits with the status of the fork that ran the stage.
 
@@ -14,7 +17,11 @@ added to ``PREFECT_LOGGING_EXTRA_LOGGERS`` before Prefect is imported, at ``$SEE
 ``<project>/.env`` is read first (``seed_core.config.load_env_file``), so a ``PREFECT_API_URL`` there counts.
 """
 
-from flows.warm import client_main as _client_main
+from seed_core.numerics import pin as _pin_numerics
+
+_pin_numerics()  # first: before torch loads here, and before a stage hands its environment to the warm server
+
+from flows.warm import client_main as _client_main  # noqa: E402
 
 _client_main()  # under `seed run`: this stage runs in a fork of the warm stage server, and exits there
 

@@ -21,6 +21,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from seed_core.config import ConfigError, SeedConfig
+from seed_core.numerics import RECORD_KEY as NUMERICS_RECORD
 from seed_core.registry import Registry
 
 
@@ -212,6 +213,8 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None, origi
         raise ConfigError(f"{source} is not valid YAML/JSON: {err}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{source} must hold a mapping of sections, got {type(data).__name__}")
+    if path.suffix == ".json":  # a stage's resolved_config.json: its numerics section is a record, not a setting
+        data.pop(NUMERICS_RECORD, None)
     if overrides:
         data = apply_overrides(data, overrides, origin)
     cfg = validate_config(data, source=source, overrides=overrides, origin=origin)

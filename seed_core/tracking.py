@@ -5,7 +5,8 @@ engine runs without MLflow (tests, ``python -m seed_core.<stage>`` without track
 ``MlflowTracker`` logs to one MLflow run through the client API (no fluent global state, so it is
 safe in Prefect's worker threads). Run hierarchy (DESIGN §9): one parent run per pipeline run
 (``pipeline_run``), one child per stage (``stage_run``) and one grandchild per RL round. Params are
-the flattened config with secret values redacted; metrics are keyed ``stage/name`` with a step.
+the flattened config with secret values redacted, plus the CPU numerics the process runs under (``numerics.*``,
+``seed_core.numerics``); metrics are keyed ``stage/name`` with a step.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator, Protocol
 
 from seed_core.config import SECRET_VARS, SeedConfig, endpoint_env, flatten, project_root
+from seed_core.numerics import mlflow_params as numerics_params
 
 
 class Tracker(Protocol):
@@ -335,7 +337,7 @@ def open_run(cfg: SeedConfig, name: str, *, parent_run_id: str | None = None, pr
     status = "FAILED"
     try:
         if log_config:
-            tracker.log_params(flatten(cfg))
+            tracker.log_params(flatten(cfg) | numerics_params())  # the config and the CPU numerics it ran under
             tracker.set_tags({"config_sha256": config_hash(cfg)})
         yield tracker
         status = "FINISHED"

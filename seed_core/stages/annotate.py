@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from seed_core.analyzer.parse import skill_metrics
-from seed_core.config import ConfigError, SeedConfig, dump_resolved
+from seed_core.config import ConfigError, SeedConfig
+from seed_core.numerics import write_resolved
 from seed_core.io import DataFileError, KnownError, atomic_write_text, read_records, write_json, write_records
 from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.logs import Progress
@@ -111,7 +112,7 @@ def run_annotate(cfg: SeedConfig, collect_dir: Path, out_dir: Path, tracker: Tra
     atomic_write_text(out_dir / "sft_examples.jsonl",
                       "".join(json.dumps({"prompt": p, "target": t}) + "\n" for p, t in examples))
     write_static_library(cfg, annotations, trajectories, out_dir / "static_skills", tasks, probe.env)
-    dump_resolved(cfg, out_dir / "resolved_config.json")
+    write_resolved(cfg, out_dir / "resolved_config.json")  # with the numerics it ran under
     return metrics
 
 

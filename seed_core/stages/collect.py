@@ -9,7 +9,8 @@ import logging
 import time
 from pathlib import Path
 
-from seed_core.config import SeedConfig, dump_resolved
+from seed_core.config import SeedConfig
+from seed_core.numerics import write_resolved
 from seed_core.io import write_json, write_records
 from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.task_sets import require_tasks, task_seed, write_tasks
@@ -55,7 +56,7 @@ def run_collect(cfg: SeedConfig, model_dir: Path, out_dir: Path, tracker: Tracke
     log.info("collect: success rate %.3f over %d episodes in %.0f s", metrics["collect/success_rate"],
              int(metrics["collect/episodes"]), metrics["time/collect_s"])
     write_json(out_dir / "metrics.json", metrics)
-    dump_resolved(cfg, out_dir / "resolved_config.json")
+    write_resolved(cfg, out_dir / "resolved_config.json")  # with the numerics it ran under
     (tracker or NullTracker()).log_metrics(metrics)
     return metrics
 

@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from seed_core.config import SeedConfig, dump_resolved
+from seed_core.config import SeedConfig
+from seed_core.numerics import write_resolved
 from seed_core.io import write_json, write_records
 from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.logs import Progress
@@ -192,7 +193,7 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
     metrics["time/eval_s"] = time.perf_counter() - t0
     metrics["eval/tokens_per_s"] = tokens / max(metrics["time/eval_s"], 1e-9)
     write_json(out_dir / "metrics.json", metrics)
-    dump_resolved(cfg, out_dir / "resolved_config.json")
+    write_resolved(cfg, out_dir / "resolved_config.json")  # with the numerics it ran under
     (tracker or NullTracker()).log_metrics(metrics)
     return metrics
 

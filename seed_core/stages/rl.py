@@ -28,7 +28,8 @@ import torch
 
 from seed_core.algorithms import ALGORITHMS, effective_config, effective_tags, effective_values
 from seed_core.analyzer.parse import skill_metrics
-from seed_core.config import SeedConfig, dump_resolved
+from seed_core.config import SeedConfig
+from seed_core.numerics import write_resolved
 from seed_core.io import (DataFileError, KnownError, atomic_write_text, read_metrics, swap_dir, write_json,
                           write_records)
 from seed_core.loader import config_from_args, stage_errors, stage_parser
@@ -444,7 +445,7 @@ def finalize_rl(cfg: SeedConfig, out_dir: Path) -> dict[str, float]:
     if "rl/gate_mean" in curve:
         summary["mean_gate"] = float(curve["rl/gate_mean"].mean())
     write_json(out_dir / "metrics.json", summary)
-    dump_resolved(cfg, out_dir / "resolved_config.json")
+    write_resolved(cfg, out_dir / "resolved_config.json")  # with the numerics it ran under
     return summary
 
 

@@ -10,7 +10,8 @@ import json
 import time
 from pathlib import Path
 
-from seed_core.config import SeedConfig, dump_resolved
+from seed_core.config import SeedConfig
+from seed_core.numerics import write_resolved
 from seed_core.io import DataFileError, atomic_write_text, read_records, write_json
 from seed_core.loader import config_from_args, stage_parser
 from seed_core.skill_insert import insert_episode_skill
@@ -103,7 +104,7 @@ def run_sft(cfg: SeedConfig, model_dir: Path, annotate_dir: Path, out_dir: Path,
         "time/sft_s": time.perf_counter() - t0,
     }
     write_json(out_dir / "metrics.json", metrics)
-    dump_resolved(cfg, out_dir / "resolved_config.json")
+    write_resolved(cfg, out_dir / "resolved_config.json")  # with the numerics it ran under
     return metrics
 
 

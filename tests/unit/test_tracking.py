@@ -10,6 +10,7 @@ from flows.common import dvc_lock_hashes
 from seed_core import tracking
 from seed_core.config import SeedConfig, project_root
 from seed_core.loader import with_overrides
+from seed_core.numerics import mlflow_params as numerics_params
 from seed_core.tracking import NullTracker, artifact_location, open_run, redact, tracking_uri
 
 
@@ -72,6 +73,8 @@ def test_runs_params_metrics_status_and_registered_checkpoint(monkeypatch: pytes
     assert run.data.tags["mlflow.parentRunId"] == parent.run_id
     assert run.data.params["rl.opd_coef"] == str(cfg.rl.opd_coef)
     assert run.data.params["annotate.model"] == "***"  # contains the API key's value
+    assert run.data.params["numerics.MKL_CBWR"] == numerics_params()["numerics.MKL_CBWR"]  # what the run ran under
+    assert {"numerics.ATEN_CPU_CAPABILITY", "numerics.cpu_model", "numerics.cpu_capability"} <= set(run.data.params)
     assert [m.value for m in client.get_metric_history(child.run_id, "sft/loss")] == [2.0, 1.0]
     assert "rl/x" in run.data.metrics and "sft/skipped" not in run.data.metrics
     assert run.info.status == "FINISHED"
