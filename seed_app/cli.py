@@ -12,23 +12,24 @@
     seed serve                                 # the Prefect UI deployment (needs `seed ui`)
     seed table                                 # print reports/table.md
     seed preflight                             # go/no-go of SEED's mechanism on the Stage-1 checkpoint (exit 0/1)
+    seed doctor [--record]                     # does this CPU give the committed numerics' bits (exit 0/1)
 
 Bad input ends in one line, ``seed <command>: <what was wrong, what is allowed, the fix>``, and exit code 2,
 never a traceback: a usage error (``SeedGroup``), a bad config or preset, a missing model or data directory or an
 endpoint that does not answer (``seed_app.inputs``, checked before any server or stage starts), a busy
 workspace (``pipeline_errors``); the shared parts are in ``seed_app.cli_base``.
 
-The commands live in one module per group, ``seed_app/cli_<group>.py`` (pipeline, pool, ui, preflight), each declared
-with ``cli_base.command(...)``; ``COMMANDS`` below registers them in the order ``seed --help`` lists them. A new
-command: a function declared so in its group's module (or a new ``cli_<group>.py``), one entry in ``COMMANDS``,
-and its bad arguments in ``tests/unit/test_cli_errors.py`` ``BAD_ARGS``.
+The commands live in one module per group, ``seed_app/cli_<group>.py`` (pipeline, pool, ui, preflight, doctor),
+each declared with ``cli_base.command(...)``; ``COMMANDS`` below registers them in the order ``seed --help`` lists
+them. A new command: a function declared so in its group's module (or a new ``cli_<group>.py``), one entry in
+``COMMANDS``, and its bad arguments in ``tests/unit/test_cli_errors.py`` ``BAD_ARGS``.
 """
 
 from __future__ import annotations
 
 import typer
 
-from seed_app import cli_pipeline, cli_pool, cli_preflight, cli_ui
+from seed_app import cli_doctor, cli_pipeline, cli_pool, cli_preflight, cli_ui
 from seed_app.cli_base import SeedGroup, one_line, parse_overrides, register
 from seed_app.cli_pipeline import parse_methods, up_to_date
 
@@ -39,7 +40,7 @@ app = typer.Typer(cls=SeedGroup, rich_markup_mode=None, no_args_is_help=True, ad
                        "Every command's --help says what it does and takes.")
 
 COMMANDS = (cli_pipeline.run, cli_pipeline.sweep, cli_pool.worker, cli_pipeline.stage, cli_ui.init, cli_ui.ui,
-            cli_ui.serve, cli_preflight.preflight, cli_pipeline.table)
+            cli_ui.serve, cli_preflight.preflight, cli_doctor.doctor, cli_pipeline.table)
 """Every ``seed`` subcommand, in the order of ``seed --help``."""
 
 register(app, COMMANDS)

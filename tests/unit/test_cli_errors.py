@@ -50,6 +50,8 @@ BAD_ARGS: dict[str, list[tuple[list[str], tuple[str, ...]]]] = {
     "serve": [(["serve", "extra"], ("(extra)", "takes no arguments"))],
     "preflight": [(["preflight", "--algorithm", "nope"], ("'nope'", "seed_static")),
                   (["preflight", "--heldout", "1"], ("--heldout", ">= 2", "got 1"))],
+    "doctor": [(["doctor", "--results", "nope.json"], ("--results nope.json does not exist", "--record")),
+               (["doctor", "extra"], ("(extra)", "takes no arguments"))],
     "table": [(["table", "extra"], ("(extra)", "takes no arguments"))],
     "": [(["rnu"], ("'rnu'", "run, sweep, worker, stage", "seed --help"))],
 }

@@ -1,0 +1,85 @@
+"""``seed doctor``: whether this machine's CPU numerics give the committed reference machine's bits."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any, Callable, Optional
+
+import typer
+
+from seed_app.cli_base import command, one_line
+from seed_core.config import project_root
+
+
+def run_golden() -> dict[str, Any]:
+    """``python -m seed_core.golden`` in a fresh interpreter (numerics pinned before torch loads) in a temporary
+    directory; its record. A failed build raises with the end of its output."""
+    with tempfile.TemporaryDirectory(prefix="seed-doctor-") as tmp:
+        done = subprocess.run([sys.executable, "-m", "seed_core.golden", "--out", tmp], cwd=project_root(),
+                              capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the golden build failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def read_records(path: Path, record: bool) -> list[dict[str, Any]]:
+    """The committed records in ``path``; a missing file is no records only with ``--record`` (it is created)."""
+    if not path.is_file():
+        if record:
+            return []
+        raise ValueError(f"--results {path} does not exist; use the committed benchmarks/results/numerics.json, "
+                         f"or --record to create it")
+    try:
+        machines = json.loads(path.read_text())["machines"]
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"--results {path} is not a numerics results file ({{\"machines\": [...]}}): {err}") from None
+    return list(machines)
+
+
+def doctor_main(results: Path, record: bool, golden: Callable[[], dict[str, Any]] | None = None) -> int:
+    """Check the arguments, build and hash (``golden``, default ``run_golden``), print the verdict, append with
+    ``record``; the exit code."""
+    from seed_core.golden import append, verdict
+
+    records = read_records(results, record)
+    typer.echo("seed doctor: building the golden testbed and one RL round under the pinned numerics (~1 min)")
+    mine = (golden or run_golden)()
+    code, lines = verdict(mine, records)
+    for line in lines:
+        typer.echo(line)
+    if record:
+        stored = append(results, mine)
+        typer.echo(f"seed doctor: recorded this machine in {results} (match: {stored['match']}); commit it")
+    return code
+
+
+@command(short_help="Check whether this CPU reproduces the committed numerics: exit 0 match, 1 differs, 2 bad input.")
+def doctor(record: Annotated[bool, typer.Option("--record", help="Append this machine's record to the results "
+                                                                  "file (commit it).")] = False,
+           results: Annotated[Optional[Path], typer.Option(
+               metavar="FILE", help="The committed records; the default is benchmarks/results/numerics.json.")]
+           = None) -> None:
+    """Check whether this CPU reproduces the committed numerics: exit 0 match, 1 differs, 2 bad input.
+
+    It builds a tiny testbed (a few pretraining steps) and one RL round in a temporary directory under the
+    pinned CPU numerics (seed_core/numerics.py), hashes their weights and compares them with the first committed
+    record of the same code and libraries (seed_core/golden.py). A match means this machine can reproduce the
+    committed tables bit for bit; otherwise `seed run`'s statistical verdict is the one to go by. --record
+    appends this machine (CPU model, SIMD flags, settings, hashes, match) to the results file.
+    """
+    from seed_core.golden import RESULTS
+
+    path = results or project_root() / RESULTS
+    try:
+        code = doctor_main(path, record)
+    except ValueError as err:  # bad input: before anything is built
+        typer.echo(f"seed doctor: {one_line(str(err))}", err=True)
+        raise typer.Exit(2) from None
+    except RuntimeError as err:  # the build itself failed: nothing to compare
+        typer.echo(f"seed doctor: {one_line(str(err))}", err=True)
+        raise typer.Exit(1) from None
+    raise typer.Exit(code)
