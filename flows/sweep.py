@@ -14,9 +14,12 @@ from typing import Any
 
 from prefect import flow
 
-from flows.common import stage_paths, stage_run
-from seed_core.config import ConfigError
+from flows.common import dvc_lock_md5s, stage_paths, stage_run
+from seed_core.config import ConfigError, project_root
+from seed_core.io import write_json
 from seed_core.loader import load_config
+from seed_core.sweep_cells import cell_key
+from seed_core.sweep_committed import committed_path, read_committed, write_committed
 from tasks.sweep import sweep_cell, sweep_report
 
 
@@ -27,12 +30,24 @@ def cell_dir(data: Path, seed: int) -> Path:
 @flow(name="sweep-cell", flow_run_name="sweep-seed-{seed}")
 def sweep_cell_flow(params_path: Path = Path("params.yaml"), seed: int = 0,
                     parent_run_id: str | None = None) -> dict[str, Any]:
+    """One cell; a result committed under this cell's key (``seed_core.sweep_committed``) is reused, not recomputed."""
     cfg = load_config(params_path, {"project.seed": seed}, origin="--seed")
     paths = stage_paths(cfg)
+    key = cell_key(cfg, next(iter(dvc_lock_md5s([paths.base_model]).values()), ""))  # the base model's DVC md5
+    out = cell_dir(paths.data, seed)
     with stage_run(cfg, f"sweep-seed-{seed}", "sweep", [paths.base_model], parent_run_id) as tracker:
-        tracker.set_tags({"seed": seed, "methods": ",".join(cfg.sweep.methods)})
-        results = sweep_cell(cfg, paths.base_model, cell_dir(paths.data, seed), tracker)
-        tracker.log_artifact(cell_dir(paths.data, seed) / "results.json")
+        tracker.set_tags({"seed": seed, "methods": ",".join(cfg.sweep.methods), "config_hash": key})
+        results = read_committed(project_root(), seed, key)
+        if results is not None:
+            print(f"sweep cell {seed}: reusing {committed_path(project_root(), seed, key).relative_to(project_root())} "
+                  f"(committed under this cell's key {key})")
+            write_json(out / "results.json", results)
+            tracker.set_tags({"reused_committed": "true"})
+        else:
+            results = {**sweep_cell(cfg, paths.base_model, out, tracker), "config_hash": key}
+            write_json(out / "results.json", results)
+            write_committed(project_root(), seed, key, results)
+        tracker.log_artifact(out / "results.json")
         return results
 
 

@@ -74,3 +74,21 @@ def test_a_lost_cell_is_the_only_one_brought_back(sweep_project, first_sweep) ->
     assert "cell@1" in out  # recomputed, or restored from DVC's cache of its last finished outputs
     assert "Running stage 'sweep/dvc.yaml:cell@0'" not in out and "'sweep/dvc.yaml:cell@0' didn't change" in out
     assert (root / "data" / "sweep" / "seed_1" / "results.json").is_file()
+
+
+def test_committed_cells_are_reused_on_another_clone(sweep_project, first_sweep) -> None:
+    """Each finished cell also wrote sweep/cells/seed_<s>-<key>.json (for git); a clone with those files but no
+    data/sweep and no DVC cache (another machine, the same base model) reuses both cells instead of recomputing
+    them, and the report has the same numbers."""
+    root, env = sweep_project
+    committed = sorted((root / "sweep" / "cells").glob("seed_*-*.json"))
+    assert [p.name.split("-")[0] for p in committed] == ["seed_0", "seed_1"]
+    assert all(json.loads(p.read_text())["config_hash"] == p.stem.split("-")[1] for p in committed)
+    before = json.loads((root / "reports" / "sweep" / "learning.json").read_text())
+    shutil.rmtree(root / "data" / "sweep")
+    shutil.rmtree(root / ".dvc" / "cache", ignore_errors=True)
+    out = _run([sys.executable, "-m", "seed_app.cli", "sweep", "--seeds", "2"], root, env)
+    text = out.stdout + out.stderr
+    assert text.count("reusing sweep/cells/seed_") == 2, text[-3000:]
+    after = json.loads((root / "reports" / "sweep" / "learning.json").read_text())
+    assert after["methods"] == before["methods"] and after["comparisons"] == before["comparisons"]
