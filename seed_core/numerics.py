@@ -3,17 +3,24 @@
 Float results of training depend on the kernels torch picks for the CPU: ATen's vectorized kernels
 (``ATEN_CPU_CAPABILITY``: AVX-512 where the CPU has it, else AVX2), MKL's GEMM code path (``MKL_CBWR``) and
 oneDNN's (``ONEDNN_MAX_CPU_ISA``); the testbed then amplifies a difference in the last bit chaotically through
-its pretraining and RL (issue 28). ``PINNED`` holds the settings that cost little (measured in
-``benchmarks/numerics_probe.py``; numbers in its ``Pin.why``), chosen so every x86-64 CPU with AVX2 (Intel
-since 2013, AMD since 2015) can take the same code paths. ``pin`` applies them at the start of a stage process,
-before torch loads (the libraries read them when they load or on their first call): ``flows/__init__`` (every
-``python -m flows.<stage>``, the warm stage server and its forks, sweep cells and pool workers' flow runs) and
-``seed_core/stages/__init__`` (the engine entry points, ``accelerate launch``'s processes).
+its pretraining and RL (issue 28). ``PINNED`` holds the settings that cost little (measured by
+``benchmarks/numerics_probe.py`` on a 2-core AMD EPYC with AVX-512, ``benchmarks/results/numerics_probe*.json``;
+each ``Pin.why`` has its numbers, CPU time of 20 AdamW steps of a 4-layer Qwen2 on one thread against native),
+chosen so every x86-64 CPU with AVX2 (Intel since 2013, AMD since 2015) can take the same code paths.
+Not pinned, as they changed no bits there: the torch thread count (1 vs 2, also ``OMP_NUM_THREADS``) and
+``torch.use_deterministic_algorithms`` (CPU kernels are deterministic already).
+
+``pin`` applies them at the start of a process, before torch loads (the libraries read them when they load or on
+their first call): ``flows/__init__`` (every ``python -m flows.<stage>``, the warm stage server and its forks,
+sweep cells and pool workers' flow runs), ``seed_core/stages/__init__`` (the engine entry points, ``accelerate
+launch``'s processes) and ``seed_app/__init__`` (the ``seed`` command's own process: ``seed preflight``, the
+pipeline run's MLflow params).
 
 Contract:
-- A variable already in the environment wins (the user's choice, recorded as ``user``); ``VAR=`` (empty) leaves
-  the library its own, native choice. ``pin`` sets only the others and names them in ``MARKER_VAR``, so a child
-  process inheriting them tells a pinned value from a user's.
+- A variable already in the environment wins (the user's choice, recorded as ``user``); ``SEED_NUMERICS=native``
+  pins none of them (each library's own choice for the CPU; ``VAR=`` does so for one, ATen warning about it).
+  ``pin`` sets only the others and names them in ``MARKER_VAR``, so a child process inheriting them tells a
+  pinned value from a user's.
 - ``pin`` does nothing once torch is imported (a value set then may or may not take effect, and the record
   would claim it did); ``record`` then reads ``unpinned`` and torch's actual capability.
 - ``record`` (JSON, the ``numerics`` section of every stage's ``resolved_config.json``, ``write_resolved``) and
@@ -43,15 +50,20 @@ class Pin:
 
 
 PINNED: dict[str, Pin] = {
-    "ATEN_CPU_CAPABILITY": Pin("avx2", "ATen's vectorized kernels (softmax, layer norm, elementwise, reductions): "
-                                       "AVX-512 CPUs would otherwise take other kernels; changes the bits, "
-                                       "costs nothing measurable on the testbed (benchmarks/results/numerics_probe.json)"),
-    "MKL_CBWR": Pin("AVX2", "MKL's conditional numerical reproducibility: the AVX2 GEMM code path on every CPU "
-                            "that has it (COMPATIBLE, the SSE2 path, is the portable one but slower)"),
-    "ONEDNN_MAX_CPU_ISA": Pin("AVX2", "oneDNN's kernels at most AVX2 (fp32 linear layers go through MKL, so it "
-                                      "changes no testbed bits; pinned for the ops that do use oneDNN)"),
+    "ATEN_CPU_CAPABILITY": Pin("avx2", "ATen's vectorized kernels (softmax, norms, elementwise, reductions): the one "
+                                       "that changed the probe's weights on an AVX-512 CPU (avx2 and default each "
+                                       "give other bits than the native avx512); CPU time x0.99 of native "
+                                       "(default, no SIMD: x1.20)"),
+    "MKL_CBWR": Pin("AVX2", "MKL's GEMM code path: AVX2 on every CPU that has it. On the AMD probe machine MKL takes "
+                            "that path anyway (AVX2 and AVX512 gave native's bits, x0.95 CPU time); MKL's dispatch "
+                            "takes AVX-512 code on Intel CPUs that have it (not measurable here). COMPATIBLE (SSE2) "
+                            "changes the bits and costs x1.91: not pinned"),
+    "ONEDNN_MAX_CPU_ISA": Pin("AVX2", "oneDNN at most AVX2: no change on the probe (its fp32 linear layers go "
+                                      "through MKL), x0.98; pinned for the ops that do use oneDNN"),
 }
 """Variable -> the value every stage process runs under unless the user set it."""
+SWITCH_VAR = "SEED_NUMERICS"
+"""``SEED_NUMERICS=native``: pin nothing (each library's own choice for this CPU, e.g. AVX-512 kernels)."""
 MARKER_VAR = "SEED_NUMERICS_PINNED"
 """Run-context variable: the comma-separated names ``pin`` set (a child inherits both them and this list)."""
 RECORD_KEY = "numerics"
@@ -76,7 +88,7 @@ def pin(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """Set each ``PINNED`` variable the environment does not have; returns what was set (name -> value). Nothing
     once torch is imported (see the module contract)."""
     env = os.environ if environ is None else environ
-    if environ is None and "torch" in sys.modules:
+    if (environ is None and "torch" in sys.modules) or env.get(SWITCH_VAR) == "native":
         return {}
     chosen = {name: p.value for name, p in PINNED.items() if name not in env}
     env.update(chosen)
@@ -87,9 +99,10 @@ def pin(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
 
 def effective(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """What a fresh stage process started from this environment runs under: the user's value where set, else
-    the pinned one (``""``: the library's native choice)."""
+    the pinned one (``""``: the library's native choice; all of them under ``SEED_NUMERICS=native``)."""
     env = os.environ if environ is None else environ
-    return {name: env.get(name, p.value) for name, p in PINNED.items()}
+    native = env.get(SWITCH_VAR) == "native"
+    return {name: env.get(name, "" if native else p.value) for name, p in PINNED.items()}
 
 
 def cpu() -> dict[str, Any]:

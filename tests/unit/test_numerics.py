@@ -30,6 +30,8 @@ def test_pin_sets_what_the_user_did_not_and_a_child_still_reads_it_as_pinned() -
     assert source("ATEN_CPU_CAPABILITY", child) == "user"
     assert source("ONEDNN_MAX_CPU_ISA", {}) == "unpinned"
     assert effective({"MKL_CBWR": ""}) == {**{n: p.value for n, p in PINNED.items()}, "MKL_CBWR": ""}
+    native = {"SEED_NUMERICS": "native", "MKL_CBWR": "AVX2"}  # pin nothing; what the user set still counts
+    assert pin(native) == {} and effective(native) == {**{n: "" for n in PINNED}, "MKL_CBWR": "AVX2"}
 
 
 def test_pin_does_nothing_once_torch_is_loaded() -> None:
@@ -51,7 +53,7 @@ READ = ("import json, torch; from seed_core.numerics import record; r = record()
 
 
 def test_a_stage_process_runs_torch_under_the_pinned_numerics_unless_the_user_chose() -> None:
-    for package in ("flows", "seed_core.stages"):  # python -m flows.<stage>, python -m seed_core.stages.<stage>
+    for package in ("flows", "seed_core.stages", "seed_app"):  # the stages, the engine entry points, `seed`
         got = _fresh(f"import {package}; {READ}")
         assert got == {"capability": "AVX2", "ATEN_CPU_CAPABILITY": "pinned", "MKL_CBWR": "pinned",
                        "ONEDNN_MAX_CPU_ISA": "pinned", "mkl": "AVX2"}, (package, got)
