@@ -117,7 +117,8 @@ def verdict(record: dict[str, Any], records: Sequence[dict[str, Any]]) -> tuple[
     seen = f"; also recorded with this key: {others}" if others else ""
     if record["hashes"] == ref["hashes"]:
         return 0, [*lines, f"seed doctor: MATCH: the same bits as the reference machine ({ref['cpu_model']}, "
-                           f"{ref['recorded']}){seen}; this machine can reproduce the committed table bit for bit"]
+                           f"{ref['recorded']}){seen}; runs here are expected to reproduce tables made there with this code "
+                           f"bit for bit"]
     differ = ", ".join(name for name, digest in record["hashes"].items() if ref["hashes"].get(name) != digest)
     return 1, [*lines, f"seed doctor: DIFFERS ({differ}) from the reference machine ({ref['cpu_model']} under "
                        + ", ".join(f"{k}={v or '(native)'}" for k, v in ref["settings"].items()) + f"){seen}; "

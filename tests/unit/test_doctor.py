@@ -16,7 +16,8 @@ from seed_core.golden import append, verdict, weights_sha256
 
 
 def fake(testbed: str = "aa", rl: str = "bb", key: str = "k1", cpu: str = "CPU A") -> dict[str, Any]:
-    return {"cpu_model": cpu, "isa": ["avx2", "fma"], "settings": {"MKL_CBWR": "AVX2"}, "sources": {"MKL_CBWR": "pinned"},
+    return {"cpu_model": cpu, "isa": ["avx2", "fma"], "settings": {"MKL_CBWR": "AVX2"},
+            "sources": {"MKL_CBWR": "pinned"},
             "cpu_capability": "AVX2", "torch_threads": 2, "torch": "2.13.0", "key": key,
             "hashes": {"testbed": testbed, "rl_round": rl}, "recorded": "2026-01-01"}
 
