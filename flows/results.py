@@ -173,7 +173,8 @@ def identity_line(root: Path, table: str) -> str:
     alike = theirs is not None and theirs.get("settings") == ours["settings"] and \
         theirs.get("cpu_model") == ours["cpu_model"]
     if theirs is None:
-        why = "the committed run records no numerics (it predates their pinning), so identity is expected only there"
+        why = ("the committed run records no numerics: it predates their pinning, so identity is expected only on "
+               "its machine")
     elif alike:
         why = f"same CPU model ({ours['cpu_model']}) and pinned numerics as the committed run"
     else:

@@ -94,7 +94,7 @@ def test_inside_outside_and_identical_on_a_tiny_project(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("committed, expected", [
-    (None, "the committed run records no numerics (it predates their pinning)"),
+    (None, "the committed run records no numerics: it predates their pinning"),
     ({"settings": {"ATEN_CPU_CAPABILITY": "avx512"}, "cpu_model": "Other CPU"},
      "the committed run ran on Other CPU under ATEN_CPU_CAPABILITY=avx512, this machine is "),
 ])
