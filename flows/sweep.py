@@ -18,7 +18,7 @@ from flows.common import dvc_lock_md5s, stage_paths, stage_run
 from seed_core.config import ConfigError, project_root
 from seed_core.io import write_json
 from seed_core.loader import load_config
-from seed_core.sweep_cells import cell_key
+from seed_core.sweep_cells import cell_key, code_fingerprint
 from seed_core.sweep_committed import committed_path, read_committed, write_committed
 from tasks.sweep import sweep_cell, sweep_report
 
@@ -33,7 +33,8 @@ def sweep_cell_flow(params_path: Path = Path("params.yaml"), seed: int = 0,
     """One cell; a result committed under this cell's key (``seed_core.sweep_committed``) is reused, not recomputed."""
     cfg = load_config(params_path, {"project.seed": seed}, origin="--seed")
     paths = stage_paths(cfg)
-    key = cell_key(cfg, next(iter(dvc_lock_md5s([paths.base_model]).values()), ""))  # the base model's DVC md5
+    key = cell_key(cfg, next(iter(dvc_lock_md5s([paths.base_model]).values()), ""),  # the base model's DVC md5
+                   code=code_fingerprint())
     out = cell_dir(paths.data, seed)
     with stage_run(cfg, f"sweep-seed-{seed}", "sweep", [paths.base_model], parent_run_id) as tracker:
         tracker.set_tags({"seed": seed, "methods": ",".join(cfg.sweep.methods), "config_hash": key})

@@ -53,15 +53,26 @@ def _drop(data: dict[str, Any], dotted: str) -> None:
         data.pop(head, None)
 
 
-def cell_key(cfg: SeedConfig, base_model_md5: str = "") -> str:
+def cell_key(cfg: SeedConfig, base_model_md5: str = "", code: str = "") -> str:
     """The cell's key: 16 hex digits of the sha256 of ``cfg`` (``project.seed`` included) less ``NOT_RESULTS``, plus
-    ``sweep.methods`` and ``base_model_md5`` (the base model's DVC md5; "" when unknown)."""
+    ``sweep.methods``, ``base_model_md5`` (the base model's DVC md5; "" when unknown) and ``code`` (a fingerprint of
+    the code the cell runs, ``code_fingerprint``; "" leaves it out)."""
     data = cfg.model_dump(mode="json")
     methods = list(cfg.sweep.methods)
     for key in NOT_RESULTS:
         _drop(data, key)
-    text = json.dumps({"config": data, "methods": methods, "base_model": base_model_md5}, sort_keys=True)
+    payload = {"config": data, "methods": methods, "base_model": base_model_md5, **({"code": code} if code else {})}
+    text = json.dumps(payload, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def code_fingerprint(entry: str = "flows.sweep") -> str:
+    """16 hex digits of the sha256 of the ``sha256sum`` lines of every file ``entry`` can import
+    (``seed_core.code_closure``, the same lines as the DVC stages' code dependency): an edit to any code a cell runs
+    is another key, so a result made by other code is never reused."""
+    from seed_core.code_closure import fingerprint
+
+    return hashlib.sha256(fingerprint(entry).encode()).hexdigest()[:16]
 
 
 def finished_cell(out_dir: Path, key: str) -> dict[str, Any] | None:

@@ -4,11 +4,12 @@ A finished cell of ``seed sweep`` (``sweep/dvc.yaml``) also writes its ``results
 per method, the curves, the mechanism means, its key) to ``sweep/cells/seed_<s>-<key>.json``, a plain file in git
 (``cache: false`` in spirit: not a DVC output, so a rerun of the stage never deletes it). ``key`` is the cell's
 ``seed_core.sweep_cells.cell_key``: the sha256 of everything its results depend on (the config less where it is
-logged, ``sweep.methods``, ``project.seed``, the base model's DVC md5). When the cell stage runs again, on this
+logged, ``sweep.methods``, ``project.seed``, the base model's DVC md5 and the fingerprint of the code a cell runs). When the cell stage runs again, on this
 machine after ``git pull`` or on another, and finds a committed result under *its own* key, it reuses that result
 instead of recomputing the cell (the cell's DVC output then holds ``results.json`` only, no checkpoints). A changed
-config, method list or base model is another key, so it never reuses a result made under something else; the old
-file stays until someone removes it (``git rm``).
+config, method list, base model or code is another key, so it never reuses a result made under something else (a
+study continues from the commit that made its cells: ``git worktree add ../study <commit>``); the old file stays
+until someone removes it (``git rm``).
 
 So a 10-seed study interrupted after 4 cells continues elsewhere with ``git pull && seed sweep ...``: cells 0-3 are
 reused in seconds, 4-9 are computed. On another CPU the base model must be the same bytes (``dvc pull

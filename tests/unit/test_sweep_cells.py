@@ -99,3 +99,16 @@ def test_a_run_is_lost_only_when_its_workers_heartbeats_stopped() -> None:
     worker.last_heartbeat_time = now - timedelta(seconds=12)
     assert "worker 'w' lost: no heartbeat for 12 s" in lost_reason(run, {"w": worker}, now)
     assert lost_reason(SimpleNamespace(labels={}), {"w": worker}, now) is None  # not taken yet: it waits
+
+
+def test_the_cell_key_includes_the_code_it_runs(tmp_path):
+    """An edit to code a cell can import is another key (a committed result made by other code is never reused);
+    the fingerprint is that of ``seed_core.code_closure`` over the entry module."""
+    from seed_core.config import SeedConfig
+    from seed_core.sweep_cells import cell_key, code_fingerprint
+
+    cfg = SeedConfig()
+    assert cell_key(cfg, "m.dir", code="a" * 16) != cell_key(cfg, "m.dir", code="b" * 16)
+    assert cell_key(cfg, "m.dir", code="a" * 16) != cell_key(cfg, "m.dir")
+    fp = code_fingerprint()
+    assert len(fp) == 16 and fp == code_fingerprint() and fp != code_fingerprint("seed_core.io")
