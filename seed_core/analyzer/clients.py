@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from seed_core.config import endpoint_env, env_file
 from seed_core.io import KnownError
 from seed_core.registry import Registry
+from seed_core.rollout.batch_plan import unique_by_length
 from seed_core.types import Task
 
 if TYPE_CHECKING:
@@ -117,31 +118,43 @@ class BackendClient:
 
     def __init__(
         self, backend: Any, *, identity: tuple[str, str], temperature: float, max_new_tokens: int,
-        count_prompt_tokens: Callable[[str], int],
+        count_prompt_tokens: Callable[[str], int], sort_by_length: bool = False,
     ) -> None:
         self.backend = backend
+        self.sort_by_length = sort_by_length
         self.identity = identity
         self.temperature = temperature
         self.max_new_tokens = max_new_tokens
         self.count_prompt_tokens = count_prompt_tokens
 
     def analyze(self, requests: list[AnalysisRequest]) -> list[RawAnalysis]:
+        """One answer per request, in request order. With ``sort_by_length`` and greedy decoding each distinct
+        prompt is generated once, shortest first, so each generation batch pads less (``batch_plan``); off by
+        default, since other padding moves the logits by ~1e-5 and can flip a near-tie argmax (a top-1/top-2 logit
+        margin of 5e-4 occurred in 15k analysis steps of the default), which would change a run's results."""
         if not requests:
             return []
         start = time.perf_counter()
-        completions = self.backend.generate(
-            [r.prompt for r in requests], temperature=self.temperature, max_new_tokens=self.max_new_tokens
+        prompts = [r.prompt for r in requests]
+        prompt_tokens = [self.count_prompt_tokens(p) for p in prompts]
+        if self.sort_by_length and self.temperature == 0:
+            firsts, inverse = unique_by_length(prompts, prompt_tokens)
+        else:
+            firsts = inverse = list(range(len(prompts)))
+        generated = self.backend.generate(
+            [prompts[i] for i in firsts], temperature=self.temperature, max_new_tokens=self.max_new_tokens
         )
+        completions = [generated[j] for j in inverse]
         latency = (time.perf_counter() - start) / len(requests)
         return [
             RawAnalysis(
                 text=c.text,
-                prompt_tokens=self.count_prompt_tokens(r.prompt),
+                prompt_tokens=n,
                 completion_tokens=len(c.token_ids),
                 latency_s=latency,
                 error="" if c.text.strip() else "empty answer",
             )
-            for r, c in zip(requests, completions, strict=True)
+            for n, c in zip(prompt_tokens, completions, strict=True)
         ]
 
 

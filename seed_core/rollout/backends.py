@@ -20,6 +20,7 @@ import torch
 
 from seed_core.config import GenerationConfig
 from seed_core.registry import Registry
+from seed_core.rollout.batch_plan import MIN_BATCH_ROWS, unique_rows
 from seed_core.rollout.completion import Completion, cut_at_eos, eos_ids
 
 if TYPE_CHECKING:  # transformers loads only when a backend is built (load_config checks names only)
@@ -65,7 +66,13 @@ class HFBackend:
 
     def generate(self, prompts: list[str], *, temperature: float, max_new_tokens: int,
                  seed: int | None = None) -> list[Completion]:
-        """Greedy when ``temperature == 0``; ``seed`` makes sampling reproducible for the same batching."""
+        """Greedy when ``temperature == 0``; ``seed`` makes sampling reproducible for the same batching.
+
+        Greedy batches generate each distinct prompt once (``batch_plan.unique_rows``, at least
+        ``MIN_BATCH_ROWS`` rows; the copies share the completion): the batch keeps its padded width (its longest
+        prompt is among the distinct ones) and on CPU a row's logits do not depend on how many rows share that
+        width, so the completions are bit for bit those of the whole batch (tests/unit/rollout/test_greedy_dedupe.py).
+        Sampled batches run every row (their seeded draws depend on the batch)."""
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
         if seed is not None:
@@ -79,7 +86,11 @@ class HFBackend:
                 out: list[Completion] = []
                 for start in range(0, len(encoded), self.gen_cfg.batch_size):
                     batch = encoded[start:start + self.gen_cfg.batch_size]
-                    out.extend(self._generate_batch(batch, temperature, max_new_tokens))
+                    every = list(range(len(batch)))
+                    firsts, inverse = unique_rows([tuple(r) for r in batch], MIN_BATCH_ROWS) if temperature == 0 \
+                        else (every, every)
+                    done = self._generate_batch([batch[i] for i in firsts], temperature, max_new_tokens)
+                    out.extend(done[j] for j in inverse)
                 return out
         finally:
             model.train(was_training)

@@ -26,6 +26,8 @@ from typing import Any, Iterator, Sequence
 import torch
 import torch.nn.functional as F
 
+from seed_core.rollout.batch_plan import MIN_BATCH_ROWS, unique_rows
+
 LOGPROB_CHUNK_TOKENS = 512
 """Response tokens whose vocabulary row is alive at once (512 x 49,152 fp32 logits = 100 MB for SmolLM2)."""
 
@@ -213,6 +215,12 @@ def _swapped_head(model: torch.nn.Module, head: torch.nn.Module) -> Iterator[Non
         inner.set_output_embeddings(original)
 
 
+def _full_logits(model: torch.nn.Module, rows: int, response_len: int) -> bool:
+    """Whether ``response_logprobs`` computes all (rows, response_len, V) logits (``FULL_LOGITS_MAX``)."""
+    vocab = getattr(getattr(_unwrap(model), "config", None), "vocab_size", None)
+    return vocab is not None and rows * response_len * vocab <= FULL_LOGITS_MAX
+
+
 def response_logprobs(
     model: torch.nn.Module, batch: SequenceBatch, *, with_entropy: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -230,8 +238,7 @@ def response_logprobs(
     inputs = dict(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
                   position_ids=batch.position_ids.to(device), logits_to_keep=T + 1, use_cache=False)
     head = _plain_head(model)
-    vocab = getattr(getattr(_unwrap(model), "config", None), "vocab_size", None)
-    if vocab is not None and targets.numel() * vocab <= FULL_LOGITS_MAX:
+    if _full_logits(model, targets.shape[0], T):
         logits = model(**inputs).logits[:, :-1, :].float()  # (B, T, V), small
         logp_all = F.log_softmax(logits, dim=-1)
         logprobs = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1) * mask
@@ -261,7 +268,11 @@ def score_in_chunks(
 ) -> list[torch.Tensor]:
     """Log-probs of each response (a 1-D tensor per sample, its own length), in length-sorted micro-batches
     of at most ``micro_batch_size`` samples and, when ``max_tokens > 0``, at most ``max_tokens`` tokens
-    counted as rows x the longest row's prompt + response (a single longer row gets a micro-batch of its own)."""
+    counted as rows x the longest row's prompt + response (a single longer row gets a micro-batch of its own).
+    A micro-batch on the full-logits path (``FULL_LOGITS_MAX``: the testbed) computes its equal (prompt, response)
+    rows once, in its padded shape, which gives the numbers of scoring every copy (``seed_core.rollout.batch_plan``;
+    bit for bit, measured on the testbed and the tiny test models at 1 and 2 threads). The chunked head of the
+    other path is not row-count invariant on 2 threads (measured), so its micro-batches run every row."""
     was_training = model.training
     model.eval()
     lengths = [len(p) + len(r) for p, r in zip(prompt_ids, response_ids)]
@@ -275,9 +286,14 @@ def score_in_chunks(
             chunks.append([])
         chunks[-1].append(i)
     for idx in chunks:
-        batch = pack_sequences([prompt_ids[i] for i in idx], [response_ids[i] for i in idx], pad_id)
+        firsts = inverse = list(range(len(idx)))
+        if _full_logits(model, len(idx), max(1, max(len(response_ids[i]) for i in idx))):  # equal rows once
+            firsts, inverse = unique_rows([(tuple(prompt_ids[i]), tuple(response_ids[i])) for i in idx],
+                                          MIN_BATCH_ROWS)
+        rows = [idx[k] for k in firsts]
+        batch = pack_sequences([prompt_ids[i] for i in rows], [response_ids[i] for i in rows], pad_id)
         logprobs, _ = response_logprobs(model, batch)
-        for row, i in enumerate(idx):
+        for row, i in zip(inverse, idx):
             result[i] = logprobs[row, : len(response_ids[i])].cpu()
     model.train(was_training)
     return [r for r in result if r is not None]

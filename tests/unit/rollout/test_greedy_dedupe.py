@@ -1,0 +1,54 @@
+"""HFBackend: a greedy batch generates each distinct prompt once (never fewer than MIN_BATCH_ROWS rows) and its
+completions are bit for bit those of the whole batch (the code before: ``_generate_batch`` on every row); sampled
+batches run every row."""
+
+import torch
+
+from seed_core.config import GenerationConfig
+from seed_core.rollout import backends
+from seed_core.rollout.backends import HFBackend
+
+PROMPTS = ["go left", "push the box up", "go left", "a longer prompt about the room", "push the box up",
+           "go left", "down", "down",  # batch 1: 4 distinct of 8 -> 4 rows
+           "up", "up", "up", "wait"]  # batch 2: 2 distinct of 4 -> kept at 4 rows (MIN_BATCH_ROWS)
+
+
+def _backend(tiny_policy):
+    return HFBackend(tiny_policy, GenerationConfig(batch_size=8, max_prompt_tokens=64))
+
+
+def _generate_calls(model, monkeypatch):
+    shapes = []
+    real = model.generate
+
+    def counting(*args, **kwargs):
+        shapes.append(tuple(kwargs["input_ids"].shape))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(model, "generate", counting)
+    return shapes
+
+
+def test_greedy_batches_generate_distinct_prompts_once_with_the_same_bits(tiny_policy, monkeypatch):
+    backend = _backend(tiny_policy)
+    encoded = [backend.encode(p) for p in PROMPTS]
+    with torch.no_grad():  # the code before: every row of each batch of 8
+        want = [c for s in range(0, len(PROMPTS), 8) for c in backend._generate_batch(encoded[s:s + 8], 0.0, 6)]
+    shapes = _generate_calls(tiny_policy.model, monkeypatch)
+    got = backend.generate(PROMPTS, temperature=0.0, max_new_tokens=6)
+    assert [(g.token_ids, g.logprobs, g.text) for g in got] == [(w.token_ids, w.logprobs, w.text) for w in want]
+    assert [s[0] for s in shapes] == [4, 4]
+    assert [s[1] for s in shapes] == [max(len(e) for e in encoded[:8]), max(len(e) for e in encoded[8:])]
+
+
+def test_a_greedy_batch_is_not_cut_below_min_batch_rows(tiny_policy, monkeypatch):
+    shapes = _generate_calls(tiny_policy.model, monkeypatch)
+    monkeypatch.setattr(backends, "MIN_BATCH_ROWS", 0)
+    _backend(tiny_policy).generate(PROMPTS, temperature=0.0, max_new_tokens=2)
+    assert [s[0] for s in shapes] == [4, 2]  # without the floor: batch 2 would run its 2 distinct rows
+
+
+def test_sampled_batches_run_every_row(tiny_policy, monkeypatch):
+    shapes = _generate_calls(tiny_policy.model, monkeypatch)
+    got = _backend(tiny_policy).generate(PROMPTS, temperature=1.0, max_new_tokens=3, seed=0)
+    assert len(got) == 12 and [s[0] for s in shapes] == [8, 4]
