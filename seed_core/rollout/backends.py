@@ -69,10 +69,11 @@ class HFBackend:
         """Greedy when ``temperature == 0``; ``seed`` makes sampling reproducible for the same batching.
 
         Greedy batches generate each distinct prompt once (``batch_plan.unique_rows``, at least
-        ``MIN_BATCH_ROWS`` rows; the copies share the completion): the batch keeps its padded width (its longest
-        prompt is among the distinct ones) and on CPU a row's logits do not depend on how many rows share that
-        width, so the completions are bit for bit those of the whole batch (tests/unit/rollout/test_greedy_dedupe.py).
-        Sampled batches run every row (their seeded draws depend on the batch)."""
+        ``MIN_BATCH_ROWS`` rows; the copies share the completion). The batch keeps its padded width (its longest
+        prompt is among the distinct ones), and with it the completions of the whole batch: bit for bit on the
+        testbed (1 and 2 threads) and the tiny test model on 1 thread (tests/unit/rollout/test_greedy_dedupe.py);
+        where GEMM kernels depend on the row count (the tiny model on 2 threads) the log-probs move in the last bits
+        and the greedy tokens stayed the same. Sampled batches run every row (their seeded draws depend on it)."""
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
         if seed is not None:

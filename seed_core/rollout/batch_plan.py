@@ -17,7 +17,8 @@ Both exact callers keep at least ``MIN_BATCH_ROWS`` rows per batch.
   micro-batch. (On GPU, GEMM kernels may be chosen by the row count, so the last bits may move there, as they
   do with any change of ``rl.micro_batch_size``.)
 * ``rollout.backends.HFBackend``: equal prompts of one greedy generation batch (the identical trajectories of a
-  GRPO group, analysed by SEED's policy), on the same grounds: the batch keeps its width, the completions match.
+  GRPO group, analysed by SEED's policy): the batch keeps its width; bit for bit on the testbed, elsewhere the
+  greedy tokens (its docstring says where the last bits moved).
 * ``analyzer.clients.BackendClient(sort_by_length=True)`` (opt-in): every distinct greedy analysis prompt once,
   shortest first, so each batch pads less; not bit-exact (another padding moves the logits by ~1e-5).
 """
