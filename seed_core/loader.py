@@ -2,7 +2,7 @@
 overrides, checked against the schema (``seed_core.config``), then against the registries. Used by ``seed -S``,
 ``python -m flows.<stage> --params``, ``python -m seed_core.stages.<stage> --config --set`` and ``with_overrides``.
 Errors name each bad key, its value, the allowed values and its origin: the file or the override's flag.
-The registries load torch, so ``registry_fields`` imports them only when a config is checked.
+The registries are name tables (``seed_core.registries``): checking a name imports no implementation.
 A loaded config keeps its params file and overrides, so another process can load it again (``source_args``).
 """
 
@@ -20,8 +20,11 @@ from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from seed_core.algorithms import ALGORITHMS, effective_rl
 from seed_core.config import ConfigError, SeedConfig
+from seed_core.methods import METHODS
 from seed_core.numerics import RECORD_KEY as NUMERICS_RECORD
+from seed_core.registries import ADVANTAGES, BACKENDS, CLIENTS, DISTILL_LOSSES, ENVS, POLICY_LOSSES
 from seed_core.registry import Registry
 
 
@@ -47,13 +50,6 @@ def parse_overrides(items: Iterable[str], origin: str = "-S") -> dict[str, Any]:
 
 def registry_fields(cfg: SeedConfig) -> Iterator[tuple[str, Registry[Any], str]]:
     """Where each registry-key field of the config is checked: (dotted key, registry, value) triples."""
-    from seed_core.algorithms import ALGORITHMS, effective_rl
-    from seed_core.analyzer.clients import CLIENTS
-    from seed_core.envs import ENVS
-    from seed_core.losses import ADVANTAGES, DISTILL_LOSSES, POLICY_LOSSES
-    from seed_core.methods import METHODS
-    from seed_core.rollout.backends import BACKENDS
-
     yield "env.name", ENVS, cfg.env.name
     yield "generation.backend", BACKENDS, cfg.generation.backend
     yield "annotate.client", CLIENTS, cfg.annotate.client

@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 
 from seed_core.config import SeedConfig
+from seed_core.registries import CLIENTS, ENVS
 
 CHECK_TIMEOUT_S = 10.0
 """Upper bound on one reachability check."""
@@ -27,16 +28,12 @@ class ServiceUnavailableError(RuntimeError):
 
 
 def check_retriever(cfg: SeedConfig) -> None:
-    settings = cfg.env.search_qa
-    if cfg.env.name != "search_qa" or not settings.retriever_url:
-        return
-    from seed_core.retrieval.client import HttpRetriever, RetrievalError
-
-    try:
-        HttpRetriever(settings.retriever_url, min(settings.timeout_s, CHECK_TIMEOUT_S)).retrieve(["preflight"], 1)
-    except (RetrievalError, ValueError) as err:
-        raise ServiceUnavailableError(f"the Search-QA retriever (env.search_qa.retriever_url) failed its check "
-                                      f"before the first rollout: {err}") from None
+    """The environment's own service, where it has one: ``check_service(env_cfg, timeout_s)`` of its class
+    (Search-QA: the retriever at ``env.search_qa.retriever_url``), so only that environment's stages import it."""
+    check = getattr(ENVS.get(cfg.env.name), "check_service", None)
+    problem = check(cfg.env, CHECK_TIMEOUT_S) if check is not None else None
+    if problem:
+        raise ServiceUnavailableError(problem)
 
 
 def check_engines(cfg: SeedConfig) -> None:
@@ -62,9 +59,7 @@ def check_engines(cfg: SeedConfig) -> None:
 def check_annotator(cfg: SeedConfig, client: str | None) -> None:
     """``client``: the analyzer client the stage will build (``None``: no analyzer)."""
     if client == "openai":
-        from seed_core.analyzer.clients import CLIENTS
-
-        CLIENTS.get("openai")(cfg)  # builds the client, whose constructor checks the endpoint and the key
+        CLIENTS.get(client)(cfg)  # builds the client, whose constructor checks the endpoint and the key
 
 
 def check_services(cfg: SeedConfig, *, analyzer: str | None = None) -> None:

@@ -1,10 +1,8 @@
-"""Registry of text environments; each module registers its class under its config name.
-
-Heavy engines (alfworld, retrieval) are imported lazily inside their modules, so importing this
-package is cheap on any machine.
+"""The text environments: the protocol (``base``), one module per environment, named in the ``ENVS`` table
+(``seed_core.registries``: ``"sokoban" -> "seed_core.envs.sokoban:SokobanEnv"``). ``make_env`` imports the
+configured environment's module only, so importing this package loads no environment (and no engine).
 """
 
-from seed_core.envs import alfworld, ezpoints, search_qa, sokoban, webshop  # noqa: F401  (registration side effects)
 from seed_core.envs.base import ENVS, TextEnv
 
 

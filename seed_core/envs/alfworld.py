@@ -38,7 +38,7 @@ from seed_core.alfworld.facts import Goal, goal_from_problem, world_from_problem
 from seed_core.alfworld.games import (SPLITS, TASK_TYPES, data_root, game_key, generated_dir, split_games,
                                       task_type_label)
 from seed_core.config import EnvConfig
-from seed_core.envs.base import ENVS, TimeLimit
+from seed_core.envs.base import TimeLimit
 from seed_core.envs.prompt_parts import history_block, project_action_tag
 from seed_core.types import HistoryItem, ParsedAction, StepResult, Task
 
@@ -81,7 +81,6 @@ def _gamefile(task: Task) -> str:
     return str(path)
 
 
-@ENVS.register("alfworld")
 class ALFWorldEnv(TimeLimit):
     name: ClassVar[str] = "alfworld"
     splits: ClassVar[tuple[str, ...]] = SPLITS

@@ -1,6 +1,6 @@
 """The environment protocol (DESIGN §5) shared by every text environment.
 
-An environment class is registered in ``ENVS`` under its config name. One instance plays one
+An environment class is named in ``ENVS`` (``seed_core.registries``) under its config name. One instance plays one
 episode at a time (the rollout keeps one instance per trajectory and steps them in a batch):
 
     env = ENVS.get("sokoban")(cfg.env)
@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any, ClassVar, Protocol, Sequence, runtime_checkable
 
 from seed_core.config import EnvConfig
-from seed_core.registry import Registry
+from seed_core.registries import ENVS  # noqa: F401  (the table of environment classes, by env.name)
 from seed_core.types import HistoryItem, ParsedAction, StepResult, Task
 
 
@@ -100,7 +100,3 @@ class TimeLimit:
         self._steps += 1
         self._done = result.done or self._steps >= self.cfg.max_steps
         return replace(result, done=self._done)
-
-
-ENVS: "Registry[type[TextEnv]]" = Registry("environment")
-"""Every environment class, registered under its ``env.name`` by its module (imported by ``seed_core.envs``)."""

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from seed_core.config import EnvConfig
-from seed_core.envs.base import ENVS, TimeLimit
+from seed_core.envs.base import TimeLimit
 from seed_core.envs.prompt_parts import SeededTaskSet, history_block
 from seed_core.types import HistoryItem, ParsedAction, StepResult, Task
 
@@ -244,7 +244,6 @@ HIDDEN_TARGET = "the hidden target (the sum or the product of the two card numbe
 """How the task line names the target under ``target_rule: suit`` (it never says which)."""
 
 
-@ENVS.register("ezpoints")
 class EZPointsEnv(SeededTaskSet, TimeLimit):
     """One EZPoints episode at a time; the cards are rebuilt from ``task.seed`` (``payload`` stays empty)."""
 

@@ -39,8 +39,8 @@ from typing import Any, ClassVar
 from seed_core.config import EnvConfig, SearchQAConfig, project_root
 from seed_core.data_gen.qa_corpus import QAGenSpec, generate_qa
 from seed_core.data_gen.qa_files import GENERATED_SOURCES, SEARCH_R1_SOURCES, QAItem, read_split
-from seed_core.envs.base import ENVS, TimeLimit
-from seed_core.retrieval.client import HttpRetriever, LocalRetriever, RetrievedDoc, Retriever
+from seed_core.envs.base import TimeLimit
+from seed_core.retrieval.client import HttpRetriever, LocalRetriever, RetrievalError, RetrievedDoc, Retriever
 from seed_core.retrieval.corpus import Passage, read_corpus, write_corpus
 from seed_core.retrieval.methods import IndexOptions
 from seed_core.retrieval.server import RetrievalServer
@@ -190,7 +190,6 @@ def _item(task: Task) -> QAItem:
                   gold_docs=tuple(p.get("gold_docs", ())))
 
 
-@ENVS.register("search_qa")
 class SearchQAEnv(TimeLimit):
     name: ClassVar[str] = "search_qa"
     splits: ClassVar[tuple[str, ...]] = ("train", "test")
@@ -201,6 +200,20 @@ class SearchQAEnv(TimeLimit):
         self.settings = cfg.search_qa
         self._item: QAItem | None = None
         self._seen_titles: set[str] = set()
+
+    @staticmethod
+    def check_service(cfg: EnvConfig, timeout_s: float) -> str | None:
+        """``seed_core.preflight``: one one-query search at ``env.search_qa.retriever_url`` (Search-R1 API); what
+        failed, or None (no URL set, or it answers)."""
+        settings = cfg.search_qa
+        if not settings.retriever_url:
+            return None
+        try:
+            HttpRetriever(settings.retriever_url, min(settings.timeout_s, timeout_s)).retrieve(["preflight"], 1)
+        except (RetrievalError, ValueError) as err:
+            return (f"the Search-QA retriever (env.search_qa.retriever_url) failed its check before the first "
+                    f"rollout: {err}")
+        return None
 
     def make_tasks(self, split: str, n: int, seed: int) -> list[Task]:
         """``n`` questions of ``split`` drawn with ``seed``; all of them (file order) when ``n <= 0`` or

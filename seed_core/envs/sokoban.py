@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from seed_core.config import EnvConfig
-from seed_core.envs.base import ENVS, TimeLimit
+from seed_core.envs.base import TimeLimit
 from seed_core.envs.prompt_parts import (
     SeededTaskSet,
     has_cjk,
@@ -253,7 +253,6 @@ def _where(cell: Pos) -> str:
     return f"row {cell[0] + 1}, column {cell[1] + 1}"
 
 
-@ENVS.register("sokoban")
 class SokobanEnv(SeededTaskSet, TimeLimit):
     """One Sokoban episode at a time; the level is rebuilt from ``task.seed`` (``payload`` stays empty)."""
 

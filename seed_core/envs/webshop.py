@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 
 from seed_core.config import EnvConfig, WebShopConfig, project_root
 from seed_core.data_gen.webshop_catalog import CATEGORIES, CatalogSpec, generate_catalog
-from seed_core.envs.base import ENVS, TimeLimit
+from seed_core.envs.base import TimeLimit
 from seed_core.envs.prompt_parts import history_block, project_action_tag
 from seed_core.types import SCORE_INFO_KEY, HistoryItem, ParsedAction, StepResult, Task
 from seed_core.webshop.catalog import Catalog, Goal, read_catalog
@@ -80,7 +80,6 @@ def page_text(raw: str, instruction: str) -> str:
     return SEP.join(f"'{p}'" for p in parts)
 
 
-@ENVS.register("webshop")
 class WebShopEnv(TimeLimit):
     name: ClassVar[str] = "webshop"
     splits: ClassVar[tuple[str, ...]] = ("train", "test")

@@ -1,21 +1,17 @@
-"""Pure loss and advantage functions of the RL stage (seed-algorithm.md §1.2-1.12).
+"""Pure loss and advantage functions of the RL stage (seed-algorithm.md §1.2-1.12): ``advantages``, ``policy``,
+``distill``, ``regularizers`` (KL, entropy), ``aggregate`` (masked means) and ``types`` (``LossInputs``).
 
-Registries: ``ADVANTAGES`` (rl.advantage), ``POLICY_LOSSES`` (rl.policy_loss), ``DISTILL_LOSSES``
-(rl.distill_loss). Nothing here reads a config: the trainer passes explicit keyword arguments.
+Tables (``seed_core.registries``): ``ADVANTAGES`` (rl.advantage), ``POLICY_LOSSES`` (rl.policy_loss),
+``DISTILL_LOSSES`` (rl.distill_loss). Nothing here reads a config: the trainer passes explicit keyword arguments.
+This package re-exports the tables and the modules that import no other module of it (``advantages``,
+``aggregate``, ``types``): re-exporting one that does (``distill``) would make importing any loss module load
+every other one (an import circle through this file; tests/unit/test_layering.py).
 """
 
-from seed_core.losses.advantages import (
-    ADVANTAGES,
-    opid_shaped_advantages,
-    rlsd_lambda,
-    rlsd_reweighted_advantages,
-    step_scores,
-)
+from seed_core.losses.advantages import opid_shaped_advantages, rlsd_lambda, rlsd_reweighted_advantages, step_scores
 from seed_core.losses.aggregate import masked_mean, masked_sum
-from seed_core.losses.distill import DISTILL_LOSSES
-from seed_core.losses.policy import POLICY_LOSSES
-from seed_core.losses.regularizers import entropy_bonus, kl_k3
 from seed_core.losses.types import LossInputs, LossOutput
+from seed_core.registries import ADVANTAGES, DISTILL_LOSSES, POLICY_LOSSES
 
 __all__ = [
     "ADVANTAGES",
@@ -23,8 +19,6 @@ __all__ = [
     "POLICY_LOSSES",
     "LossInputs",
     "LossOutput",
-    "entropy_bonus",
-    "kl_k3",
     "masked_mean",
     "masked_sum",
     "opid_shaped_advantages",

@@ -1,7 +1,7 @@
 """Per-step scores and group-relative advantages (seed-algorithm.md §1.2, §1.3, §1.8).
 
-``ADVANTAGES`` maps ``rl.advantage`` to a pure function ``(scores (N,), group_ids (N,)) -> (N,)``; the
-trainer broadcasts the result over each step sample's response tokens. ``opid_shaped_advantages`` is
+``ADVANTAGES`` (``seed_core.registries``) maps ``rl.advantage`` to a pure function ``(scores (N,), group_ids (N,))
+-> (N,)``; the trainer broadcasts the result over each step sample's response tokens. ``opid_shaped_advantages`` is
 OPID's token-level teacher shaping used by the ``opid`` algorithm.
 """
 
@@ -12,11 +12,7 @@ from collections.abc import Callable, Hashable, Sequence
 import torch
 from torch import Tensor
 
-from seed_core.registry import Registry
-
 AdvantageFn = Callable[[Tensor, Sequence[Hashable]], Tensor]
-
-ADVANTAGES: Registry[AdvantageFn] = Registry("advantage estimator")
 
 GRPO_EPS = 1e-6
 """verl's epsilon in (s - mean) / (std + eps)."""
@@ -75,7 +71,6 @@ def _group_mean_std(scores: Tensor, group_ids: Sequence[Hashable] | Tensor) -> t
     return mean[index].to(scores.dtype), std[index].to(scores.dtype)
 
 
-@ADVANTAGES.register("grpo")
 def grpo_advantages(scores: Tensor, group_ids: Sequence[Hashable] | Tensor) -> Tensor:
     """GRPO outcome advantage with std normalisation (§1.3, verl ``compute_grpo_outcome_advantage``).
 
@@ -89,7 +84,6 @@ def grpo_advantages(scores: Tensor, group_ids: Sequence[Hashable] | Tensor) -> T
     return (scores - mean) / (std + GRPO_EPS)
 
 
-@ADVANTAGES.register("grpo_mean")
 def grpo_mean_advantages(scores: Tensor, group_ids: Sequence[Hashable] | Tensor) -> Tensor:
     """Mean-only group advantage, no std division (§1.3; Dr.GRPO arXiv 2503.20783, OPID ``mean_norm``).
 

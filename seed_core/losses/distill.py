@@ -1,7 +1,8 @@
 """Token-level on-policy distillation from the skill-augmented teacher (seed-algorithm.md §1.10-1.11).
 
-``DISTILL_LOSSES`` maps ``rl.distill_loss`` to ``(LossInputs, *, beta) -> (loss, metrics)``. The teacher is
-the same policy scoring the same response tokens under the prompt with the skill inserted; it is detached.
+``DISTILL_LOSSES`` (``seed_core.registries``) maps ``rl.distill_loss`` to ``(LossInputs, *, beta) -> (loss,
+metrics)``. The teacher is the same policy scoring the same response tokens under the prompt with the skill
+inserted; it is detached.
 """
 
 from __future__ import annotations
@@ -13,11 +14,8 @@ from torch import Tensor
 
 from seed_core.losses.aggregate import masked_mean
 from seed_core.losses.types import LossInputs, LossOutput, as_float
-from seed_core.registry import Registry
 
 DistillLossFn = Callable[..., LossOutput]
-
-DISTILL_LOSSES: Registry[DistillLossFn] = Registry("distillation loss")
 
 
 def _opd(inp: LossInputs, gate_of: Callable[[Tensor], Tensor], needed_by: str) -> LossOutput:
@@ -44,7 +42,6 @@ def _opd(inp: LossInputs, gate_of: Callable[[Tensor], Tensor], needed_by: str) -
     return loss, metrics
 
 
-@DISTILL_LOSSES.register("gated_opd")
 def gated_opd_loss(inp: LossInputs, *, beta: float) -> LossOutput:
     """SDAR/SEED gated on-policy distillation loss (§1.10-1.11; SDAR arXiv 2605.15155 ``sdar_utils.py``).
 
@@ -62,7 +59,6 @@ def gated_opd_loss(inp: LossInputs, *, beta: float) -> LossOutput:
     return _opd(inp, lambda delta: torch.sigmoid(beta * delta), needed_by="gated_opd")
 
 
-@DISTILL_LOSSES.register("opd")
 def opd_loss(inp: LossInputs, *, beta: float | None = None) -> LossOutput:
     """Ungated variant of ``gated_opd`` (g = 1): L = masked_mean(l^T - l^S, mask * teacher_mask[:, None]).
 
@@ -78,7 +74,6 @@ SKILL_SD_RATIO_CLAMP = 10.0
 """Skill-SD clamps the log importance ratio at 10 before exp."""
 
 
-@DISTILL_LOSSES.register("skill_sd")
 def skill_sd_loss(inp: LossInputs, *, beta: float | None = None) -> LossOutput:
     """Skill-SD (SDAR's static-skill reproduction, §1.10 table), as SDAR computes it: ``compute_sdl_loss`` in
     ``verl/trainer/ppo/skillsd_utils.py:14-55`` of the SDAR repository, whose importance ratio (``:48-49``) is taken

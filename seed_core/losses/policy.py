@@ -1,5 +1,6 @@
-"""Policy-gradient losses (seed-algorithm.md §1.4): ``POLICY_LOSSES`` maps ``rl.policy_loss`` to a pure
-function ``(LossInputs, **kwargs) -> (loss, metrics)``; the trainer adds KL, entropy and distillation terms.
+"""Policy-gradient losses (seed-algorithm.md §1.4): ``POLICY_LOSSES`` (``seed_core.registries``) maps
+``rl.policy_loss`` to a pure function ``(LossInputs, **kwargs) -> (loss, metrics)``; the trainer adds KL, entropy
+and distillation terms.
 """
 
 from __future__ import annotations
@@ -11,11 +12,8 @@ from torch import Tensor
 
 from seed_core.losses.aggregate import masked_mean
 from seed_core.losses.types import LossInputs, LossOutput, as_float
-from seed_core.registry import Registry
 
 PolicyLossFn = Callable[..., LossOutput]
-
-POLICY_LOSSES: Registry[PolicyLossFn] = Registry("policy loss")
 
 LOG_RATIO_CLAMP = 20.0
 """verl clamps log(ratio) to +-20 before exp so a drifted or padded token can't produce inf/NaN."""
@@ -28,7 +26,6 @@ def _log_ratio(inp: LossInputs) -> Tensor:
     return diff.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
 
 
-@POLICY_LOSSES.register("ppo_clip")
 def ppo_clip_loss(
     inp: LossInputs,
     *,
@@ -74,7 +71,6 @@ def ppo_clip_loss(
     return loss, metrics
 
 
-@POLICY_LOSSES.register("reinforce")
 def reinforce_loss(inp: LossInputs, **_clip: float) -> LossOutput:
     """Plain policy gradient without ratio or clipping (Williams 1992), token-mean.
 

@@ -8,7 +8,10 @@ a dependency; without it bm25s skips stemming); scoring is bm25s's default BM25 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:  # the builder's signature (methods.py imports no index module)
+    from seed_core.retrieval.methods import IndexOptions, SearchIndex
 
 
 @dataclass(frozen=True)
@@ -74,3 +77,8 @@ class Bm25Index:
                           key=lambda h: (-h.score, h.doc))
             out.append([h for h in hits if h.score > 0] if positive_only else hits)
         return out
+
+
+def build_bm25(texts: Sequence[str], options: IndexOptions) -> SearchIndex:
+    """``RETRIEVAL_METHODS["bm25"]``."""
+    return Bm25Index(texts)

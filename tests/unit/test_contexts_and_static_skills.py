@@ -16,7 +16,7 @@ from seed_core.contexts import (
 )
 from seed_core.io import DataFileError
 from seed_core.static_skills import StaticSkills, aggregate, load
-from seed_core.trainer.compose import SHAPINGS
+from seed_core.registries import SHAPINGS
 from seed_core.types import AnnotationRecord
 
 PROMPT = "You are an agent.\nYour task is to: put a mug in the sink.\nNow it's your turn to act."

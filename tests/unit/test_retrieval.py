@@ -9,16 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from seed_core.retrieval import (
-    Bm25Index,
-    HttpRetriever,
-    LocalRetriever,
-    Passage,
-    RetrievalError,
-    make_contents,
-    read_corpus,
-    write_corpus,
-)
+from seed_core.retrieval.bm25 import Bm25Index
+from seed_core.retrieval.client import HttpRetriever, LocalRetriever, RetrievalError
+from seed_core.retrieval.corpus import Passage, make_contents, read_corpus, write_corpus
 from seed_core.retrieval.server import RetrievalServer
 
 PASSAGES = [

@@ -16,19 +16,12 @@ import pytest
 import seed_core.retrieval.dense as dense_mod
 from seed_core.config import SearchQAConfig
 from seed_core.registry import UnknownNameError
-from seed_core.retrieval import (
-    RETRIEVAL_METHODS,
-    Bm25Index,
-    DenseIndex,
-    Hit,
-    HybridIndex,
-    LocalRetriever,
-    Passage,
-    make_contents,
-    reciprocal_rank_fusion,
-    write_corpus,
-)
-from seed_core.retrieval.dense import cached_embeddings, embedding_key
+from seed_core.registries import RETRIEVAL_METHODS
+from seed_core.retrieval.bm25 import Bm25Index, Hit
+from seed_core.retrieval.client import LocalRetriever
+from seed_core.retrieval.corpus import Passage, make_contents, write_corpus
+from seed_core.retrieval.dense import DenseIndex, cached_embeddings, embedding_key
+from seed_core.retrieval.hybrid import HybridIndex, reciprocal_rank_fusion
 from seed_core.retrieval.server import RetrievalServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -176,7 +169,7 @@ def test_missing_dense_packages_say_how_to_install(monkeypatch: pytest.MonkeyPat
 
 def test_importing_seed_core_retrieval_loads_no_dense_packages() -> None:
     code = ("import sys, seed_core.retrieval, seed_core.envs.search_qa\n"
-            "from seed_core.retrieval import LocalRetriever, Passage\n"
+            "from seed_core.retrieval.client import LocalRetriever\nfrom seed_core.retrieval.corpus import Passage\n"
             "LocalRetriever([Passage('0', 'Velmora is a city')], 'bm25').retrieve(['velmora'], 1)\n"
             "print(sorted(m for m in ('faiss', 'transformers', 'torch') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

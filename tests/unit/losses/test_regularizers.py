@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from seed_core.losses import entropy_bonus, kl_k3
+from seed_core.losses.regularizers import entropy_bonus, kl_k3
 
 
 def test_k3_golden_value_and_gradient() -> None:
