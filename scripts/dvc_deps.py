@@ -1,16 +1,19 @@
 """Which code each dvc.yaml stage can import: a static ``ast`` scan of ``import`` statements (module level
 and inside functions; ``if TYPE_CHECKING:`` bodies do not run and do not count), transitively from the
-stage's ``python -m flows.<stage>`` entry point over our packages (``PACKAGES``); and which params it reads.
+stage's ``python -m flows.<stage>`` entry point over our packages (``PACKAGES``) and through the entries of the
+name tables (``seed_core.registries``) that its config can select (``seed_core.stage_code``: the configured
+environment and backend, its algorithm's losses and analyzer); and which params it reads.
 
     python scripts/dvc_deps.py                      # print, per stage, the files it can import
     python scripts/dvc_deps.py --fingerprints data  # the `code` stage: data/{code,params}/<stage>.{sha256,yaml}
     python scripts/dvc_deps.py --write              # rewrite the code stage's params: list in dvc.yaml
 
 A stage's code dependency is its fingerprint ``data/code/<stage>.sha256`` (``sha256sum`` format: one
-``<sha256>  <path>`` line per file it can import), and its params dependency ``data/params/<stage>.yaml``
-(the values of the params.yaml keys it reads, ``seed_core.stage_params.STAGE_PARAMS``), both written by
-dvc.yaml's ``code`` stage, which depends on the package folders and on every key some stage reads. Editing a
-file or a value reruns ``code`` (a second), and the stages whose fingerprint or params file changed.
+``<sha256>  <path>`` line per file it can import; the rl stage's is per algorithm,
+``data/code/rl/<algorithm>.sha256``, as its losses and analyzer are), and its params dependency
+``data/params/<stage>.yaml`` (the values of the params.yaml keys it reads, ``seed_core.stage_params.STAGE_PARAMS``),
+both written by dvc.yaml's ``code`` stage, which depends on the package folders and on every key some stage reads.
+Editing a file or a value reruns ``code`` (a second), and the stages whose fingerprint or params file changed.
 
 Why not the files and keys themselves as each stage's deps (as before): DVC parses and rewrites all of
 ``dvc.lock`` with a round-trip YAML parser after every stage. The files were ~45 entries per stage: 4,493
@@ -28,6 +31,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -37,6 +41,9 @@ if str(ROOT) not in sys.path:
 
 from seed_core import code_closure  # noqa: E402  (the scan itself: one owner, shared with the RL resume key)
 from seed_core.code_closure import DATA_FILES, PACKAGES  # noqa: E402,F401  (re-exported for the tests)
+
+if TYPE_CHECKING:
+    from seed_core.config import SeedConfig
 
 
 def module_file(name: str) -> Path | None:
@@ -49,9 +56,10 @@ def direct_imports(path: Path) -> frozenset[Path]:
     return code_closure.direct_imports(path, ROOT)
 
 
-def reachable(entry: str) -> set[Path]:
-    """Every file of this tree that ``entry`` can import (``seed_core.code_closure.reachable``)."""
-    return code_closure.reachable(entry, ROOT)
+def reachable(entry: str, select: code_closure.Select | None = None) -> set[Path]:
+    """Every file of this tree that ``entry`` can import, through the table entries ``select`` allows
+    (``seed_core.code_closure.reachable``)."""
+    return code_closure.reachable(entry, ROOT, select)
 
 
 def stages() -> dict[str, tuple[str, list[str], list[str]]]:
@@ -64,7 +72,7 @@ def stages() -> dict[str, tuple[str, list[str], list[str]]]:
             continue
         body = stage.get("do", stage)
         entry = re.search(r"python -m (\S+)", body["cmd"]).group(1)
-        deps = [d for d in body.get("deps", []) if "${" not in d or d == params_path(name)]
+        deps = [d for d in body.get("deps", []) if "${" not in d or d in (params_path(name), fingerprint_path(name))]
         params = [p for p in body.get("params", []) if isinstance(p, str)]
         out[name] = (entry, deps, params)
     return out
@@ -80,8 +88,8 @@ CODE_STAGE = "code"
 
 
 def fingerprint_path(stage: str) -> str:
-    """The dvc.yaml dep that stands for ``stage``'s code."""
-    return f"data/code/{stage}.sha256"
+    """The dvc.yaml dep that stands for ``stage``'s code (the rl stage's: its algorithm's file)."""
+    return "data/code/rl/${key}.sha256" if stage == PER_ALGORITHM else f"data/code/{stage}.sha256"
 
 
 def params_path(stage: str) -> str:
@@ -89,9 +97,22 @@ def params_path(stage: str) -> str:
     return "data/params/rl/${key}.yaml" if stage == PER_ALGORITHM else f"data/params/{stage}.yaml"
 
 
-def fingerprint(entry: str) -> str:
+def fingerprint(entry: str, select: code_closure.Select | None = None) -> str:
     """``sha256sum`` lines of every file ``entry`` can import (``seed_core.code_closure.fingerprint``)."""
-    return code_closure.fingerprint(entry, ROOT)
+    return code_closure.fingerprint(entry, ROOT, select)
+
+
+def stage_select(stage: str, cfg: "SeedConfig", algorithm: str | None = None) -> dict[str, frozenset[str]]:
+    """The table entries ``stage`` (``rl``: ``rl@<algorithm>``) can select under ``cfg``
+    (``seed_core.stage_code.selection``)."""
+    from seed_core.stage_code import for_algorithm, selection
+
+    return selection(stage, for_algorithm(cfg, algorithm) if algorithm else cfg)
+
+
+def stage_fingerprint(stage: str, cfg: "SeedConfig", algorithm: str | None = None) -> str:
+    """``data/code/<stage>.sha256`` (``rl``: ``data/code/rl/<algorithm>.sha256``) under ``cfg``."""
+    return fingerprint(stages()[stage][0], stage_select(stage, cfg, algorithm))
 
 
 def stage_params(stage: str) -> list[str]:
@@ -141,15 +162,23 @@ def _replace(path: Path, text: str) -> Path:
     return path
 
 
-def write_fingerprints(out_dir: Path) -> list[Path]:
-    """``<out_dir>/<stage>.sha256`` for every stage."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    return [_replace(out_dir / f"{name}.sha256", fingerprint(entry)) for name, (entry, _, _) in stages().items()]
+def write_fingerprints(out_dir: Path, cfg: "SeedConfig | None" = None) -> list[Path]:
+    """``<out_dir>/<stage>.sha256`` for every stage under ``cfg`` (default: params.yaml's); for the rl stage one
+    file per registered algorithm, ``<out_dir>/rl/<algorithm>.sha256``."""
+    from seed_core.algorithms import ALGORITHMS
+
+    cfg = load_params() if cfg is None else cfg
+    (out_dir / PER_ALGORITHM).mkdir(parents=True, exist_ok=True)
+    written = [_replace(out_dir / f"{name}.sha256", stage_fingerprint(name, cfg)) for name in stages()
+               if name != PER_ALGORITHM]
+    return written + [_replace(out_dir / PER_ALGORITHM / f"{name}.sha256", stage_fingerprint(PER_ALGORITHM, cfg, name))
+                      for name in ALGORITHMS.names()]
 
 
 PER_ALGORITHM = "rl"
-"""The foreach stage whose params file is per item: ``data/params/rl/<algorithm>.yaml`` holds the keys that
-algorithm reads (``seed_core.algorithms.algorithm_keys``), one file per registered algorithm."""
+"""The foreach stage whose params file and fingerprint are per item: ``data/params/rl/<algorithm>.yaml`` holds the
+keys that algorithm reads (``seed_core.algorithms.algorithm_keys``), ``data/code/rl/<algorithm>.sha256`` the code it
+can reach (its losses, its analyzer), one file each per registered algorithm."""
 
 
 def algorithm_params_text(algorithm: str, params: dict) -> str:
@@ -199,15 +228,15 @@ def rewrite(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def check_params(params_file: Path = ROOT / "params.yaml") -> None:
-    """Validate ``params_file`` (``seed_core.loader.load_config``) before anything is written: the code stage runs
-    first and keeps its outputs (``persist``), so a typo stops ``dvc repro`` here, before DVC has removed any
-    stage's outputs; exits 2 with the config error's one line."""
+def load_params(params_file: Path = ROOT / "params.yaml") -> "SeedConfig":
+    """``params_file`` as a validated config (``seed_core.loader.load_config``), checked before anything is
+    written: the code stage runs first and keeps its outputs (``persist``), so a typo stops ``dvc repro`` here,
+    before DVC has removed any stage's outputs; exits 2 with the config error's one line."""
     from seed_core.config import ConfigError
     from seed_core.loader import load_config
 
     try:
-        load_config(params_file)
+        return load_config(params_file)
     except ConfigError as err:
         print(f"dvc_deps: {err}. No stage ran and no output was removed: fix the value, then rerun",
               file=sys.stderr)
@@ -219,9 +248,11 @@ if __name__ == "__main__":
         path = ROOT / "dvc.yaml"
         path.write_text(rewrite(path.read_text()))
     elif sys.argv[1:2] == ["--fingerprints"] and len(sys.argv) == 3:
-        check_params()
-        write_fingerprints(Path(sys.argv[2]) / "code")
+        write_fingerprints(Path(sys.argv[2]) / "code", load_params())
         write_params(Path(sys.argv[2]) / "params")
     else:
+        config = load_params()
         for name, (entry, _, _) in stages().items():
-            print(f"{name}:", *(f"  - {p.relative_to(ROOT).as_posix()}" for p in sorted(reachable(entry))), sep="\n")
+            select = stage_select(name, config, config.rl.algorithm if name == PER_ALGORITHM else None)
+            print(f"{name}:", *(f"  - {p.relative_to(ROOT).as_posix()}" for p in sorted(reachable(entry, select))),
+                  sep="\n")

@@ -12,6 +12,7 @@ from seed_core import code_closure
 from seed_core.algorithms import ALGORITHMS, algorithm_keys
 from seed_core.config import SeedConfig, project_root
 from seed_core.io import DataFileError, atomic_write_text
+from seed_core.stage_code import RL_STAGE, selection
 from seed_core.stage_params import FOREACH_KEYS, project
 
 RESUME_FILE = ".resume_key"
@@ -23,15 +24,16 @@ class StaleRoundsError(RuntimeError):
 
 
 RL_CODE_ENTRY = ("flows.rl", "seed_core.stages.rl")
-"""The module whose import closure is the rl stage's code (``data/code/rl.sha256``'s lines): the stage's flow in
+"""The module whose import closure is the rl stage's code (``data/code/rl/<algorithm>.sha256``'s lines): the stage's flow in
 a project checkout, else (the engine installed alone) its engine entry point."""
 
 
-def rl_code() -> str:
-    """``sha256sum`` lines of the rl stage's code (``seed_core.code_closure``; the same lines DVC's code stage
-    writes to ``data/code/rl.sha256``)."""
+def rl_code(cfg: SeedConfig) -> str:
+    """``sha256sum`` lines of the code ``rl@<cfg.rl.algorithm>`` can reach under ``cfg`` (``seed_core.code_closure``
+    through the table entries ``seed_core.stage_code.selection`` allows: its losses, its analyzer, the configured
+    environment; the same lines DVC's code stage writes to ``data/code/rl/<algorithm>.sha256``)."""
     entry = next(e for e in RL_CODE_ENTRY if code_closure.module_file(e) is not None)
-    return code_closure.fingerprint(entry)
+    return code_closure.fingerprint(entry, select=selection(RL_STAGE, cfg))
 
 
 def resume_keys(algorithm: str) -> tuple[str, ...]:
@@ -69,7 +71,7 @@ def _hash_tree(digest: "hashlib._Hash", label: str, path: Path) -> None:
 def rl_fingerprint(cfg: SeedConfig, init_checkpoint: Path, code: str | None = None) -> str:
     """What finished RL rounds depend on, i.e. every input of the rl stage but ``rl.rounds`` (raising it extends a
     run): sha256 over the keys the algorithm reads (``resume_keys``), its code (``code``:
-    ``sha256sum`` lines, default ``rl_code()``), the files of the starting checkpoint and of ``rl_inputs``. So an
+    ``sha256sum`` lines, default ``rl_code(cfg)``), the files of the starting checkpoint and of ``rl_inputs``. So an
     edit to a loss, a changed skill library or another SFT checkpoint starts the rounds over, as DVC reruns the
     stage; an unchanged stage resumes."""
 
@@ -80,7 +82,7 @@ def rl_fingerprint(cfg: SeedConfig, init_checkpoint: Path, code: str | None = No
     digest = hashlib.sha256()
     data = project(cfg.model_dump(mode="json"), resume_keys(cfg.rl.algorithm))
     digest.update(json.dumps(data, sort_keys=True).encode())
-    digest.update(b"\0code\0" + (rl_code() if code is None else code).encode())
+    digest.update(b"\0code\0" + (rl_code(cfg) if code is None else code).encode())
     _hash_tree(digest, "init", init_checkpoint)
     for label, path in rl_inputs(cfg).items():
         _hash_tree(digest, label, path)

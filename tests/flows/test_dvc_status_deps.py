@@ -1,6 +1,8 @@
 """In a tiny DVC copy: editing a file in each seed_core subpackage marks changed the ``code`` stage and, once
 it has rewritten the fingerprints (``scripts/dvc_deps.py``), exactly the stages whose import graph reaches the
-file (issue 14). Outputs are placeholders recorded with ``dvc commit``; no stage flow runs."""
+file (issue 14), through the name-table entries their config selects (issue 28: an edit of a distillation loss
+marks only the rl stages of the algorithms that distill; of the WebShop environment, nothing in an ezpoints or
+sokoban pipeline). Outputs are placeholders recorded with ``dvc commit``; no stage flow runs."""
 
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ from tests.unit.test_dvc_deps import ROOT, dvc_deps
 EDITED = ["seed_core/webshop/reward.py", "seed_core/retrieval/bm25.py", "seed_core/alfworld/generator.py",
           "seed_core/trainer/sft.py", "seed_core/trainer/rl_step.py", "seed_core/analyzer/cache.py",
           "seed_core/rollout/expert.py", "seed_core/rollout/vllm_worker.py", "seed_core/stages/report.py",
-          "seed_core/losses/policy.py", "seed_core/data_gen/names.py", "seed_core/envs/sokoban.py"]
+          "seed_core/losses/policy.py", "seed_core/data_gen/names.py", "seed_core/envs/sokoban.py",
+          "seed_core/envs/ezpoints.py", "seed_core/losses/distill.py", "seed_core/trainer/shapings.py"]
 
 
 def _dvc(cwd: Path, *args: str) -> str:
@@ -59,21 +62,72 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.mark.parametrize("edited", EDITED)
-def test_an_edit_marks_exactly_the_stages_that_import_the_file(project: Path, edited: str) -> None:
-    expected = {name for name, (entry, _, _) in dvc_deps.stages().items()
-                if (ROOT / edited) in dvc_deps.reachable(entry)}
-    path = project / edited
+def stage_names(root: Path) -> list[str]:
+    """Every DVC stage of the copy, foreach items resolved (``rl@grpo``, ``evaluate@seed_star``)."""
+    return [stage.name for stage in Repo(str(root)).index.stages]
+
+
+def reaching(root: Path, edited: str) -> set[str]:
+    """The stages of the copy whose fingerprint, under the copy's params.yaml, lists ``edited`` (``rl@<a>``: its
+    algorithm's own)."""
+    cfg = dvc_deps.load_params(root / "params.yaml")
+    out = set()
+    for name in stage_names(root):
+        base, _, key = name.partition("@")
+        if base != dvc_deps.CODE_STAGE:
+            entry = dvc_deps.stages()[base][0]
+            select = dvc_deps.stage_select(base, cfg, key if base == dvc_deps.PER_ALGORITHM else None)
+            out |= {name} if ROOT / edited in dvc_deps.reachable(entry, select) else set()
+    return out
+
+
+def edit_marks(root: Path, edited: str) -> set[str]:
+    """The stages ``dvc status`` marks after ``edited`` is changed and the code stage has run."""
+    path = root / edited
     original = path.read_text()
     path.write_text(original + "\n# edited\n")
     try:
-        assert set(json.loads(_dvc(project, "status", "--json"))) == {dvc_deps.CODE_STAGE}
-        fingerprints(project)  # what `dvc repro` runs first: the code stage
-        changed = {name.split("@")[0] for name in json.loads(_dvc(project, "status", "--json"))}
+        assert set(json.loads(_dvc(root, "status", "--json"))) == {dvc_deps.CODE_STAGE}
+        fingerprints(root)  # what `dvc repro` runs first: the code stage
+        return set(json.loads(_dvc(root, "status", "--json"))) - {dvc_deps.CODE_STAGE}
     finally:
         path.write_text(original)
+        fingerprints(root)
+
+
+@pytest.mark.parametrize("edited", EDITED)
+def test_an_edit_marks_exactly_the_stages_that_import_the_file(project: Path, edited: str) -> None:
+    assert edit_marks(project, edited) == reaching(project, edited)
+
+
+def test_an_edited_distillation_loss_marks_only_the_rl_stages_of_algorithms_that_distill(project: Path) -> None:
+    """Their evaluations and the report follow through their data deps when ``dvc repro`` reruns them."""
+    from seed_core.algorithms import ALGORITHMS
+
+    changed = edit_marks(project, "seed_core/losses/distill.py")
+    rl = {name for name in stage_names(project) if name.startswith("rl@")}
+    assert changed == {name for name in rl if ALGORITHMS.get(name.partition("@")[2]).distill}
+    assert {"rl@seed", "rl@seed_static"} <= changed and not {"rl@grpo", "rl@seed_no_opd"} & changed
+
+
+@pytest.mark.parametrize("env", ["ezpoints", "sokoban"])
+def test_an_edited_webshop_environment_marks_no_stage_of_another_environment(project: Path, env: str) -> None:
+    params = project / "params.yaml"
+    original = params.read_text()
+    if yaml.safe_load(original)["env"]["name"] != env:
+        values = yaml.safe_load(original)
+        values["env"]["name"] = env
+        params.write_text(yaml.safe_dump(values, sort_keys=False))
         fingerprints(project)
-    assert changed == expected | {dvc_deps.CODE_STAGE}
+        _dvc(project, "commit", "-f", "-q")  # this pipeline's outputs, up to date
+    try:
+        assert edit_marks(project, "seed_core/envs/webshop.py") == set()
+        assert edit_marks(project, f"seed_core/envs/{env}.py") >= {"prepare_model", "collect", "rl@grpo"}
+    finally:
+        if params.read_text() != original:
+            params.write_text(original)
+            fingerprints(project)
+            _dvc(project, "commit", "-f", "-q")
 
 
 @pytest.mark.parametrize(("key", "value"), [("rl.lr", 2e-6), ("generation.eval_temperature", 0.5), ("sft.lr", 3e-5),

@@ -3,7 +3,7 @@ key of every leaf config field read (``cfg.rl.lr`` -> ``rl.lr``), on any copy of
 from the section's class, and each section class sits at one place in ``SeedConfig``). A section dumped as a
 whole (``cfg.generation.vllm.model_dump_json()``) reads all its keys; dumps of the whole ``SeedConfig``
 (resolved_config.json, the RL fingerprint, MLflow params) are not reads: they are records (see
-``seed_core.stage_params``)."""
+``seed_core.stage_params``). ``with loading() as loads: ...`` collects the name-table entries the code looks up."""
 
 from __future__ import annotations
 
@@ -95,3 +95,24 @@ def recording() -> Iterator[set[str]]:
         Section.model_dump, Section.model_dump_json = dump, dump_json  # type: ignore[method-assign]
         Section.__init__, Section.model_validate = init, classmethod(validate)  # type: ignore[method-assign]
         loader.validate_config = check
+
+
+@contextmanager
+def loading() -> Iterator[set[str]]:
+    """The ``"module:attr"`` of every name-table entry (``seed_core.registries``) looked up while the block runs
+    (``Registry.get``; a cached entry counts again), so a test can check that each is in the stage's fingerprint."""
+    from seed_core.registry import Registry
+
+    loads: set[str] = set()
+    get = Registry.get
+
+    def recording_get(self: Registry, name: str) -> Any:
+        if (ref := self.ref(name)) is not None:
+            loads.add(ref)
+        return get(self, name)
+
+    Registry.get = recording_get  # type: ignore[method-assign]
+    try:
+        yield loads
+    finally:
+        Registry.get = get  # type: ignore[method-assign]

@@ -1,8 +1,9 @@
 """dvc.yaml code deps follow the import graph (issue 14): each stage depends on its code fingerprint
-``data/code/<stage>.sha256``, which the ``code`` stage writes from the package folders it depends on, and
-which lists every seed_core / flows / tasks module the stage can import (at module level or inside a function,
-transitively from its ``python -m flows.<stage>`` entry point) and nothing else: editing such a module changes
-the fingerprint and so reruns the stage; editing another file does not. The scan: ``scripts/dvc_deps.py``."""
+``data/code/<stage>.sha256`` (``rl@<algorithm>``: ``data/code/rl/<algorithm>.sha256``), which the ``code`` stage
+writes from the package folders it depends on, and which lists every seed_core / flows / tasks module the stage can
+import (at module level or inside a function, transitively from its ``python -m flows.<stage>`` entry point, and
+through the name-table entries its config selects: issue 28) and nothing else: editing such a module changes the
+fingerprint and so reruns the stage; editing another file does not. The scan: ``scripts/dvc_deps.py``."""
 
 from __future__ import annotations
 
@@ -16,13 +17,17 @@ import yaml
 from seed_core.algorithms import ALGORITHMS
 from tests.unit.test_params_consistency import ROOT, dvc_deps
 STAGES = dvc_deps.stages()
+PARAMS_CFG = dvc_deps.load_params()
 
 def test_the_scanner_sees_function_level_and_relative_imports() -> None:
     graph = dvc_deps.direct_imports(ROOT / "tasks" / "rl.py")
     assert ROOT / "seed_core" / "stages" / "rl.py" in graph  # imported inside the task body
     assert ROOT / "seed_core" / "__init__.py" in graph
     everything = dvc_deps.reachable("flows.collect")
-    assert ROOT / "seed_core" / "webshop" / "reward.py" in everything  # via the env registry
+    assert ROOT / "seed_core" / "webshop" / "reward.py" in everything  # via the env table: every entry, unselected
+    ezpoints = dvc_deps.reachable("flows.collect", {"ENVS": {"ezpoints"}})
+    assert ROOT / "seed_core" / "envs" / "ezpoints.py" in ezpoints
+    assert not {ROOT / "seed_core" / "envs" / "webshop.py", ROOT / "seed_core" / "webshop" / "reward.py"} & ezpoints
 
 
 SPEC = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
@@ -36,15 +41,21 @@ def test_each_stage_depends_on_its_fingerprint_and_params_file_and_on_no_code_fi
     assert not code, f"dvc.yaml stage {stage!r} lists code files; its fingerprint covers them: {code}"
 
 
-@pytest.mark.parametrize("stage", sorted(STAGES))
+STAGE_ITEMS = [*(s for s in sorted(STAGES) if s != dvc_deps.PER_ALGORITHM), *(f"rl@{a}" for a in ALGORITHMS.names())]
+
+
+@pytest.mark.parametrize("stage", STAGE_ITEMS)
 def test_a_fingerprint_lists_exactly_the_files_the_stage_can_import_with_their_sha256(stage: str) -> None:
-    entry, _, _ = STAGES[stage]
-    lines = [line.split("  ", 1) for line in dvc_deps.fingerprint(entry).splitlines()]
-    assert sorted(path for _, path in lines) == sorted(p.relative_to(ROOT).as_posix() for p in dvc_deps.reachable(entry))
+    name, _, algorithm = stage.partition("@")
+    entry, _, _ = STAGES[name]
+    select = dvc_deps.stage_select(name, PARAMS_CFG, algorithm or None)
+    reachable = dvc_deps.reachable(entry, select)
+    lines = [line.split("  ", 1) for line in dvc_deps.stage_fingerprint(name, PARAMS_CFG, algorithm or None).splitlines()]
+    assert sorted(path for _, path in lines) == sorted(p.relative_to(ROOT).as_posix() for p in reachable)
     for digest, path in lines:
         assert digest == hashlib.sha256((ROOT / path).read_bytes()).hexdigest()
     assert ("seed_core/rollout/vllm_worker.py" in dict(reversed(pair) for pair in lines)) == \
-        (ROOT / "seed_core/rollout/vllm_engine.py" in dvc_deps.reachable(entry))  # copied, not imported
+        (ROOT / "seed_core/rollout/vllm_engine.py" in reachable)  # copied, not imported
 
 
 def test_the_code_stage_depends_on_every_package_and_writes_every_fingerprint_and_params_file() -> None:
@@ -52,9 +63,9 @@ def test_the_code_stage_depends_on_every_package_and_writes_every_fingerprint_an
     assert sorted(code["deps"]) == sorted(["scripts/dvc_deps.py", *dvc_deps.PACKAGES])
     assert code["cmd"] == "python scripts/dvc_deps.py --fingerprints data"
     outs = {next(iter(out)) if isinstance(out, dict) else out: out for out in code["outs"]}
-    assert sorted(outs) == sorted([*(dvc_deps.fingerprint_path(stage) for stage in STAGES),
+    assert sorted(outs) == sorted([*(dvc_deps.fingerprint_path(stage) for stage in STAGES if stage != "rl"),
                                    *(dvc_deps.params_path(stage) for stage in STAGES if stage != "rl"),
-                                   "data/params/rl"])  # one file per algorithm: data/params/rl/<algorithm>.yaml
+                                   "data/code/rl", "data/params/rl"])  # per algorithm: data/{code,params}/rl/<a>.*
     assert all(isinstance(out, dict) and next(iter(out.values())) == {"cache": False, "persist": True}
                for out in outs.values())  # persist: a params typo stops the code stage before DVC removes outputs
 
@@ -70,10 +81,11 @@ def test_writing_fingerprints_replaces_files_instead_of_editing_them(tmp_path: P
     """DVC may have hard-linked an older fingerprint into its cache: writing through the link would corrupt it."""
     old = tmp_path / "report.sha256"
     linked = cached(old)
-    written = dvc_deps.write_fingerprints(tmp_path)
-    assert sorted(p.name for p in written) == sorted(f"{stage}.sha256" for stage in STAGES)
+    written = dvc_deps.write_fingerprints(tmp_path, PARAMS_CFG)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in written) == sorted(
+        [*(f"{stage}.sha256" for stage in STAGES if stage != "rl"), *(f"rl/{a}.sha256" for a in ALGORITHMS.names())])
     assert linked.read_text() == "old\n"
-    assert old.read_text() == dvc_deps.fingerprint(STAGES["report"][0])
+    assert old.read_text() == dvc_deps.stage_fingerprint("report", PARAMS_CFG)
 
 
 def test_writing_params_files_replaces_them_and_a_missing_key_names_it(tmp_path: Path) -> None:

@@ -153,16 +153,17 @@ def test_stage_outputs_are_where_the_flow_writes(stage: str) -> None:
 
 
 def test_code_dependencies_exist_and_include_the_stage_flow_and_task() -> None:
-    """Each stage's code is its fingerprint (``data/code/<stage>.sha256``), which covers its flow and task."""
+    """Each stage's code is its fingerprint (``data/code/<stage>.sha256``; ``rl@<a>``: ``data/code/rl/<a>.sha256``),
+    which covers its flow and task."""
     for stage_name, stage in STAGES.items():
         deps = stage.get("deps", [])
-        base = stage_name.split("@")[0]
+        base, _, key = stage_name.partition("@")
         for dep in deps:
             if not dep.startswith("data/"):
                 assert (ROOT / dep).exists(), f"{stage_name}: dependency {dep} does not exist"
         if base == dvc_deps.CODE_STAGE:
             continue
-        assert dvc_deps.fingerprint_path(base) in deps, stage_name
+        assert dvc_deps.fingerprint_path(base).replace("${key}", key) in deps, stage_name  # rl: per algorithm
         covered = dvc_deps.reachable(f"flows.{base}")
         assert ROOT / "flows" / f"{base}.py" in covered and ROOT / "tasks" / f"{base}.py" in covered, stage_name
 

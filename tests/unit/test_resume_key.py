@@ -1,5 +1,5 @@
 """The RL resume key covers every input of the rl stage but ``rl.rounds`` (issue 26): its code (the same lines DVC's
-code stage writes to ``data/code/rl.sha256``), the starting checkpoint and its data (static skills, ALFWorld games).
+code stage writes to ``data/code/rl/<algorithm>.sha256``), the starting checkpoint and its data (static skills, ALFWorld games).
 The DVC-level check (an edit in a finished workspace recomputes the rounds) is tests/flows/test_rl_stale_rounds.py."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from seed_core.algorithms import effective_config
 from seed_core.config import SeedConfig
 from seed_core.loader import with_overrides
 from seed_core.resume import rl_code, rl_fingerprint, rl_inputs
@@ -14,14 +15,23 @@ from tests.unit.test_dvc_deps import dvc_deps
 
 
 def test_the_engine_hashes_the_same_code_lines_as_the_dvc_code_stage() -> None:
-    assert rl_code() == dvc_deps.fingerprint("flows.rl")
-    assert "seed_core/stages/rl.py" in rl_code() and "seed_core/losses/policy.py" in rl_code()
+    """As ``rl@<algorithm>`` runs it (``flows/rl.py``: the algorithm's fixed values applied), the engine's code lines
+    are the code stage's for that algorithm: its losses only (GRPO's have no distillation loss)."""
+    params = dvc_deps.load_params()
+    for algorithm in ("seed", "grpo", "skill_sd"):
+        cfg = effective_config(with_overrides(params, {"rl.algorithm": algorithm}))
+        assert rl_code(cfg) == dvc_deps.stage_fingerprint("rl", params, algorithm), algorithm
+    seed = rl_code(with_overrides(params, {"rl.algorithm": "seed"}))
+    assert "seed_core/stages/rl.py" in seed and "seed_core/losses/policy.py" in seed
+    assert "seed_core/losses/distill.py" in seed
+    assert "seed_core/losses/distill.py" not in rl_code(with_overrides(params, {"rl.algorithm": "grpo"}))
 
 
 def test_a_code_edit_changes_the_key_and_a_rounds_change_does_not(tiny_model_dir: Path) -> None:
-    cfg, code = SeedConfig(), rl_code()
+    cfg = SeedConfig()
+    code = rl_code(cfg)
     base = rl_fingerprint(cfg, tiny_model_dir, code)
-    assert rl_fingerprint(cfg, tiny_model_dir) == base  # default: rl_code()
+    assert rl_fingerprint(cfg, tiny_model_dir) == base  # default: rl_code(cfg)
     edited = code.replace(code[:64], "0" * 64, 1)  # one file's sha256 changed
     assert rl_fingerprint(cfg, tiny_model_dir, edited) != base
     assert rl_fingerprint(with_overrides(cfg, {"rl.rounds": 99}), tiny_model_dir, code) == base

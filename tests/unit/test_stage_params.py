@@ -16,7 +16,7 @@ from seed_core.stage_params import FOREACH_KEYS, NOT_RESULTS, STAGE_PARAMS, cove
 from seed_core.resume import resume_keys, rl_fingerprint
 from seed_core.loader import with_overrides
 from seed_core.algorithms import ALGORITHMS, algorithm_keys
-from tests.unit.config_recorder import PATHS, recording
+from tests.unit.config_recorder import PATHS, loading, recording
 from tests.unit.test_dvc_deps import ROOT, STAGES
 
 
@@ -91,9 +91,10 @@ def test_flows_and_tasks_read_only_declared_keys(stage: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def stage_reads(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
+def stage_runs(tiny_model_dir: Path,
+               tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[SeedConfig, set[str], set[str]]]:
     """Every engine stage run once on a tiny config (each RL algorithm of dvc.yaml, evaluate with and without
-    its skill rows), recording the keys read."""
+    its skill rows): (its config, the keys it read, the name-table entries it looked up)."""
     from seed_core.stages.annotate import run_annotate
     from seed_core.stages.collect import run_collect
     from seed_core.stages.evaluate import run_evaluate
@@ -111,27 +112,33 @@ def stage_reads(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
         "rl.mini_batch_size": 1, "generation.max_new_tokens": 4, "generation.max_prompt_tokens": 256,
         "sft.epochs": 1, "eval.num_tasks": 1, "annotate.min_ok_fraction": 0.0,
         "rl.static_skills_dir": str(tmp / "annotate" / "static_skills")})
-    reads: dict[str, set[str]] = {}
+    runs_of: dict[str, tuple[SeedConfig, set[str], set[str]]] = {}
+    configs = {f"rl@{a}": with_overrides(cfg, {"rl.algorithm": a}) for a in ALGORITHMS.names()}
     runs = {
         "prepare_model": lambda: run_prepare_model(cfg, tmp / "base"),
         "generate_alfworld": lambda: run_generate_alfworld(cfg, tmp / "games"),
         "collect": lambda: run_collect(cfg, tiny_model_dir, tmp / "collect"),
         "annotate": lambda: run_annotate(cfg, tmp / "collect", tmp / "annotate"),
         "sft": lambda: run_sft(cfg, tiny_model_dir, tmp / "annotate", tmp / "sft"),
-        **{f"rl@{a}": (lambda a=a: run_rl(with_overrides(cfg, {"rl.algorithm": a}), tmp / "sft" / "checkpoint",
-                                          tmp / f"rl-{a}")) for a in ALGORITHMS.names()},
+        **{f"rl@{a}": (lambda a=a: run_rl(configs[f"rl@{a}"], tmp / "sft" / "checkpoint", tmp / f"rl-{a}"))
+           for a in ALGORITHMS.names()},
         "evaluate": lambda: [run_evaluate(with_overrides(cfg, extra), tmp / "sft" / "checkpoint", tmp / f"eval{i}",
                                           "sft")
                              for i, extra in enumerate([{"eval.skill_prompt": True}, {"eval.with_skills": True}])],
     }
     try:
         for stage, run in runs.items():
-            with recording() as got:
+            with recording() as got, loading() as loads:
                 run()
-            reads[stage] = got
+            runs_of[stage] = (configs.get(stage, cfg), got, loads)
     finally:
         torch.set_num_threads(threads)
-    return reads
+    return runs_of
+
+
+@pytest.fixture(scope="module")
+def stage_reads(stage_runs: dict[str, tuple[SeedConfig, set[str], set[str]]]) -> dict[str, set[str]]:
+    return {stage: reads for stage, (_, reads, _) in stage_runs.items()}
 
 
 @pytest.mark.parametrize("stage", ["prepare_model", "generate_alfworld", "collect", "annotate", "sft", "evaluate",
@@ -160,3 +167,23 @@ def test_the_rl_fingerprint_ignores_keys_the_rl_stage_does_not_read(tiny_model_d
     assert rl_fingerprint(with_overrides(grpo, {"rl.opd_coef": 0.5, "rl.gate_beta": 1.0}), tiny_model_dir) == \
         rl_fingerprint(grpo, tiny_model_dir)
     assert rl_fingerprint(with_overrides(cfg, {"rl.opd_coef": 0.5}), tiny_model_dir) != base
+
+
+@pytest.mark.parametrize("stage", ["prepare_model", "generate_alfworld", "collect", "annotate", "sft", "evaluate",
+                                   *(f"rl@{a}" for a in ALGORITHMS.names())])
+def test_every_implementation_a_stage_loads_is_in_its_fingerprint(
+        stage: str, stage_runs: dict[str, tuple[SeedConfig, set[str], set[str]]]) -> None:
+    """Issue 28: a stage's fingerprint reaches only the name-table entries its config selects
+    (``seed_core.stage_code``); each entry the tiny run looked up (environment, backend, losses, analyzer) must be
+    among them (too few files would let an edit go unnoticed)."""
+    from seed_core import code_closure
+    from tests.unit.test_dvc_deps import dvc_deps
+
+    cfg, _, loads = stage_runs[stage]
+    name, _, algorithm = stage.partition("@")
+    files = dvc_deps.reachable(STAGES[name][0], dvc_deps.stage_select(name, cfg, algorithm or None))
+    missing = sorted(ref for ref in loads if code_closure.module_file(ref.partition(":")[0]) not in files)
+    assert not missing, f"{stage} loaded {missing}, outside its fingerprint: seed_core/stage_code.py selects too little"
+    if name in ("collect", "evaluate", "rl"):
+        assert any(ref.startswith("seed_core.envs.") for ref in loads), f"{stage}: no environment looked up"
+
