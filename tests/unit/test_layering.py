@@ -72,11 +72,12 @@ def test_importing_every_flow_and_task_module_loads_no_torch() -> None:
 # --- inside seed_core: no import circle, no upward arrow (issue 12) -------------------------------------------
 
 LAYERS = (  # lowest first; a module may import its own layer or lower ones, never a higher one
-    ("base", ("registry", "types", "code_closure", "config", "io", "stats", "skill_insert", "stage_params", "timing",
-              "logs", "numerics", "reference")),
+    ("base", ("registry", "registries", "types", "code_closure", "endpoints", "config", "io", "stats",
+              "skill_insert", "stage_params", "timing", "logs", "numerics", "reference")),
     ("engines", ("alfworld", "webshop", "retrieval", "data_gen")),
     ("envs", ("envs",)),
-    ("models", ("models", "losses", "algorithms", "methods", "contexts", "static_skills", "task_sets", "resume", "tracking")),
+    ("models", ("models", "losses", "algorithms", "methods", "contexts", "static_skills", "task_sets", "stage_code",
+                "resume", "tracking")),
     ("rollout", ("rollout",)),
     ("trainer", ("trainer",)),
     ("analyzer", ("analyzer",)),
@@ -87,29 +88,17 @@ LAYERS = (  # lowest first; a module may import its own layer or lower ones, nev
 )
 
 
-def _module_name(path: Path) -> str:
-    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+def _module_name(path: Path, root: Path = ROOT) -> str:
+    return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
 
 
-def seed_core_imports() -> dict[str, set[str]]:
-    """seed_core module -> the seed_core modules it imports, at module level or inside a function."""
-    files = {_module_name(p): p for p in (ROOT / "seed_core").rglob("*.py")}
-
-    def resolve(name: str) -> str | None:  # ``seed_core.envs.ENVS`` -> ``seed_core.envs``
-        while name and name not in files:
-            name = name.rpartition(".")[0]
-        return name or None
-
-    graph: dict[str, set[str]] = {}
-    for name, path in files.items():
-        targets: set[str] = set()
-        for node in code_closure._runtime_nodes(ast.parse(path.read_text(), filename=str(path))):
-            if isinstance(node, ast.Import):
-                targets |= {alias.name for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
-        graph[name] = {r for t in targets if t.startswith("seed_core.") and (r := resolve(t)) and r != name}
-    return graph
+def seed_core_imports(root: Path = ROOT) -> dict[str, set[str]]:
+    """seed_core module -> the seed_core modules it imports, at module level or inside a function, relative imports
+    included; importing ``seed_core.envs.base`` also imports the packages above it (``seed_core.envs``: its
+    ``__init__`` runs first), so a package whose ``__init__`` re-exports a module that imports a sibling is a circle.
+    ``root``: the tree that holds ``seed_core`` (a planted package in a test)."""
+    return {_module_name(path, root): {_module_name(dep, root) for dep in code_closure.imported_files(path, root)}
+            for path in (root / "seed_core").rglob("*.py")}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -136,6 +125,8 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def layer_of(module: str) -> int:
+    if module == "seed_core":  # the package itself: its __init__ imports nothing (runs before any submodule)
+        return -1
     top = module.split(".")[1]
     for rank, (_, names) in enumerate(LAYERS):
         if top in names:
@@ -153,6 +144,34 @@ def test_find_cycle_sees_a_circle_and_only_a_circle() -> None:
     assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
 
 
+def test_a_package_init_that_re_exports_a_module_importing_a_sibling_is_a_circle(tmp_path: Path) -> None:
+    """The circle of issue 28 (``envs``, ``retrieval``, ``losses``), planted: ``pkg/__init__`` re-exports ``pkg.a``,
+    which imports ``pkg.base``, so importing ``pkg.a`` (or any module of ``pkg``) runs ``pkg/__init__`` again."""
+    package = tmp_path / "seed_core" / "pkg"
+    package.mkdir(parents=True)
+    (tmp_path / "seed_core" / "__init__.py").write_text("")
+    (package / "base.py").write_text("BASE = 1\n")
+    (package / "a.py").write_text("from seed_core.pkg.base import BASE\n\nA = BASE\n")
+    (package / "__init__.py").write_text("from seed_core.pkg.base import BASE\n")
+    assert find_cycle(seed_core_imports(tmp_path)) is None  # re-exporting a module that imports no sibling is fine
+    (package / "__init__.py").write_text("from seed_core.pkg.a import A  # re-export\n")
+    assert find_cycle(seed_core_imports(tmp_path)) == ["seed_core.pkg", "seed_core.pkg.a", "seed_core.pkg"]
+    (package / "a.py").write_text("from .base import BASE\n\nA = BASE\n")  # relative imports count the same
+    assert find_cycle(seed_core_imports(tmp_path)) == ["seed_core.pkg", "seed_core.pkg.a", "seed_core.pkg"]
+
+
+def test_importing_an_environment_module_loads_no_other_environment() -> None:
+    """The circles of issue 28 gone: ``seed_core.envs.base`` loaded ~35 seed_core modules through
+    ``seed_core/envs/__init__`` (every environment and its engines)."""
+    code = ("import sys, seed_core.envs.base\n"
+            "print(sorted(m for m in sys.modules if m.startswith('seed_core.')))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    loaded = set(eval(result.stdout))
+    assert loaded <= {"seed_core.envs", "seed_core.envs.base", "seed_core.config", "seed_core.endpoints",
+                      "seed_core.registries", "seed_core.registry", "seed_core.types"}, sorted(loaded)
+
+
 def test_seed_core_has_no_upward_arrow() -> None:
     upward = [f"{src} ({LAYERS[layer_of(src)][0]}) -> {dst} ({LAYERS[layer_of(dst)][0]})"
               for src, targets in seed_core_imports().items() if src != "seed_core"
@@ -162,4 +181,5 @@ def test_seed_core_has_no_upward_arrow() -> None:
 
 
 def test_config_imports_nothing_but_pydantic_and_io() -> None:
-    assert seed_core_imports()["seed_core.config"] <= {"seed_core.io"}
+    assert seed_core_imports()["seed_core.config"] <= {"seed_core", "seed_core.io", "seed_core.endpoints"}
+    assert seed_core_imports()["seed_core.endpoints"] == set()
