@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 import pytest
 import torch
 
-from seed_core import config
+from seed_core import config, endpoints
 from seed_core.config import ModelConfig, SeedConfig
 from seed_core.io import DiskFullError, OutputNotWritableError, write_json, write_records
 from seed_core.loader import stage_errors, with_overrides
@@ -239,8 +239,8 @@ def env_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """``<project>/.env`` pointed at a temporary file (not yet read); the endpoint variables unset, and restored
     after the test."""
     path = tmp_path / ".env"
-    monkeypatch.setattr(config, "ENV_FILE", str(path))  # project_root() / an absolute path = that path
-    monkeypatch.setattr(config, "_ENV_FILE_READ", [])
+    monkeypatch.setattr(endpoints, "ENV_FILE", str(path))  # project_root() / an absolute path = that path
+    monkeypatch.setattr(endpoints, "_ENV_FILE_READ", [])
     for name in config.ENDPOINT_VARS:
         monkeypatch.setenv(name, "")  # recorded, so what the file sets is undone at teardown
         monkeypatch.delenv(name)
@@ -253,7 +253,7 @@ def test_dot_env_sets_only_unset_endpoint_variables_and_never_logs_values(
     env_file.write_text("OPENAI_BASE_URL=http://127.0.0.1:9/v1\nOPENAI_API_KEY='sk-from-file'\n"
                         "MODELS_ROOT=/from/file\nLD_PRELOAD=/tmp/evil.so\nSEED_SECRET_THING=hunter2\n")
     monkeypatch.setenv("MODELS_ROOT", "/from/environment")
-    with caplog.at_level(logging.WARNING, logger="seed_core.config"):
+    with caplog.at_level(logging.WARNING, logger="seed_core.endpoints"):
         assert config.endpoint_env("OPENAI_BASE_URL") == "http://127.0.0.1:9/v1"
     assert config.endpoint_env("OPENAI_API_KEY") == "sk-from-file"
     assert config.endpoint_env("MODELS_ROOT") == "/from/environment"  # the environment wins
