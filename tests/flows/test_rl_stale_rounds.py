@@ -75,8 +75,8 @@ def test_a_params_typo_stops_dvc_repro_before_any_output_is_removed(workspace: t
     root, env = workspace
     params = root / "params.yaml"
     good = params.read_text()
-    outputs = [root / "data" / "rl" / "grpo" / "metrics.json", root / CHECKPOINT, root / "data" / "code" / "rl.sha256",
-               root / "data" / "sft" / "checkpoint" / "config.json"]
+    outputs = [root / "data" / "rl" / "grpo" / "metrics.json", root / CHECKPOINT,
+               root / "data" / "code" / "rl" / "grpo.sha256", root / "data" / "sft" / "checkpoint" / "config.json"]
     assert all(p.is_file() for p in outputs)
     params.write_text(good.replace("  lr: 0.0001\n", "  lr: fast\n", 1))
     assert params.read_text() != good
