@@ -22,7 +22,7 @@ EDITED = ["seed_core/webshop/reward.py", "seed_core/retrieval/bm25.py", "seed_co
           "seed_core/trainer/sft.py", "seed_core/trainer/rl_step.py", "seed_core/analyzer/cache.py",
           "seed_core/rollout/expert.py", "seed_core/rollout/vllm_worker.py", "seed_core/stages/report.py",
           "seed_core/losses/policy.py", "seed_core/data_gen/names.py", "seed_core/envs/sokoban.py",
-          "seed_core/envs/ezpoints.py", "seed_core/losses/distill.py", "seed_core/trainer/shapings.py"]
+          "seed_core/envs/ezpoints.py", "seed_core/trainer/shapings.py"]
 
 
 def _dvc(cwd: Path, *args: str) -> str:
