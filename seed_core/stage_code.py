@@ -14,8 +14,9 @@ config can run and on no other. ``scripts/dvc_deps.py`` writes ``data/code/<stag
 | ``SHAPINGS`` | none | | ``Algorithm.shaping`` |
 
 A lookup with a literal name (``CLIENTS.get("policy")`` in the evaluate stage) always reaches its entry. Every key
-read here is a param of dvc.yaml's code stage, so changing one rewrites the fingerprints (tests/unit/test_stage_code.py,
-which also runs each stage on a tiny config and checks that every entry it loads is in its fingerprint).
+read here is a param of dvc.yaml's code stage, so changing one rewrites the fingerprints (tests/unit/test_stage_code.py;
+tests/unit/test_stage_params.py runs each stage on a tiny config and checks that every entry it looks up is in its
+fingerprint).
 """
 
 from __future__ import annotations
