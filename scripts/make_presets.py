@@ -106,6 +106,21 @@ CPU_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
          "sft.epochs": 2, "sft.lr": 5.0e-5, "sft.batch_size": 4, "sft.max_length": 768, "sft.include_expert": True,
          "rl.rounds": 2, "rl.tasks_per_round": 1, "rl.group_size": 3, "rl.lr": 1.0e-6, "rl.micro_batch_size": 8, "rl.micro_batch_tokens": 512,
          "rl.analyzer_max_new_tokens": 96, "eval.num_tasks": 4}),
+    "testbed-mechanism": (
+        "the mechanism lab (issue 25, docs/mechanism.md): the embedded default where SEED's preconditions can hold. "
+        "EZPoints with a hidden target (the sum of the two cards if the first card is red, their product if black; "
+        "the task line says only 'the sum or the product'), the operator as the one action, a binary reward; a "
+        "testbed whose plain turns are played by a naive player who always adds and whose skill turns teach it to "
+        "follow a skill's content (30% carry another task's skill and its answer). Stage 1 at lr 2e-4 (the "
+        "default's 1e-3 broke acting) and lambda 1 (the smallest of 0.01, 0.1, 1 whose gradient ratio passes 0.2), "
+        "both chosen by seed preflight's thresholds before any RL was looked at",
+        {"env.max_steps": 1, "env.invalid_action_penalty": 0.0, "env.ezpoints.target_rule": "suit",
+         "env.ezpoints.action_unit": "operator", "env.ezpoints.reward": "binary", "collect.num_tasks": 64,
+         "sft.lr": 2.0e-4, "rl.opd_coef": 1.0, "testbed.episodes": 600, "testbed.noise": 0.15,
+         "testbed.skill_fraction": 1.0, "testbed.analysis_fraction": 0.25, "testbed.plain_policy": "naive",
+         "testbed.mismatch_fraction": 0.3, "sweep.seeds": list(range(10)),
+         "sweep.methods": ["vanilla", "sft", "grpo", "seed_static", "seed", "skill_grpo_star", "vanilla_star",
+                           "seed_shuffled"]}),
 }
 """Small presets for a CPU (2 cores): name -> (what it is, overrides of params.yaml)."""
 
