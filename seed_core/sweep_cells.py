@@ -78,9 +78,14 @@ def code_fingerprint(entry: str = "flows.sweep") -> str:
 def finished_cell(out_dir: Path, key: str) -> dict[str, Any] | None:
     """The cell's ``results.json`` when it holds ``key`` (``config_hash``), else None (missing, unreadable, or made
     under another config)."""
-    path = Path(out_dir) / "results.json"
+    return read_keyed(Path(out_dir) / "results.json", key)
+
+
+def read_keyed(path: Path, key: str) -> dict[str, Any] | None:
+    """The results JSON at ``path`` when it carries ``key`` (``config_hash``), else None (missing, unreadable, not an
+    object, or made under another key)."""
     try:
-        results = json.loads(path.read_text())
+        results = json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
     return results if isinstance(results, dict) and results.get("config_hash") == key else None

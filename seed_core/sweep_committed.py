@@ -19,11 +19,11 @@ hence another key.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from seed_core.io import write_json
+from seed_core.sweep_cells import read_keyed
 
 COMMITTED_DIR = Path("sweep") / "cells"
 """Under the project root: the committed cell results (in git)."""
@@ -35,14 +35,8 @@ def committed_path(root: Path, seed: int, key: str) -> Path:
 
 def read_committed(root: Path, seed: int, key: str) -> dict[str, Any] | None:
     """The committed results of cell ``seed`` under ``key``, or None (none, unreadable, or another key inside)."""
-    path = committed_path(root, seed, key)
-    try:
-        results = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(results, dict) or results.get("config_hash") != key or results.get("seed") != seed:
-        return None
-    return results
+    results = read_keyed(committed_path(root, seed, key), key)
+    return results if results is not None and results.get("seed") == seed else None
 
 
 def write_committed(root: Path, seed: int, key: str, results: dict[str, Any]) -> Path:

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from flows import servers as flows_servers
 from seed_app import services
+from tests.flows.test_ui_protection import isolated_ui
 
 
 def lan_address() -> str | None:
@@ -28,12 +29,6 @@ def lan_address() -> str | None:
     return None if address.startswith("127.") else address
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def shared_ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int, int, str, Path]]:
     from seed_app.cli import app
@@ -42,12 +37,7 @@ def shared_ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, i
     if host is None:
         pytest.skip("this machine has no IPv4 address but loopback")
     tmp = tmp_path_factory.mktemp("ui")
-    prefect_port, mlflow_port = free_port(), free_port()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(flows_servers, "ui_dir", lambda: tmp)
-        mp.setattr(flows_servers, "DEFAULT_PORTS", {"prefect": prefect_port, "mlflow": mlflow_port})
-        mp.setenv("PREFECT_HOME", str(tmp / "prefect"))
-        mp.setattr(services, "tracking_uri", lambda: f"sqlite:///{tmp / 'mlflow.db'}")
+    with isolated_ui(tmp) as (_, prefect_port, mlflow_port):
         result = CliRunner().invoke(app, ["ui", "--host", host, "--prefect-port", str(prefect_port),
                                           "--mlflow-port", str(mlflow_port)])
         try:

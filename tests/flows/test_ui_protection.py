@@ -6,6 +6,7 @@ for the module (~25 s), on free ports, with its stores and files in a tmp direct
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -47,6 +48,19 @@ class UI:
         return services.AUTH_USER, self.password
 
 
+@contextlib.contextmanager
+def isolated_ui(tmp: Path) -> Iterator[tuple[pytest.MonkeyPatch, int, int]]:
+    """`seed ui`'s PID/log files, Prefect's home and MLflow's store under ``tmp``, on two free ports: yields the
+    monkeypatch and the Prefect and MLflow ports."""
+    prefect_port, mlflow_port = free_port(), free_port()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(flows_servers, "ui_dir", lambda: tmp)
+        mp.setattr(flows_servers, "DEFAULT_PORTS", {"prefect": prefect_port, "mlflow": mlflow_port})
+        mp.setenv("PREFECT_HOME", str(tmp / "prefect"))
+        mp.setattr(services, "tracking_uri", lambda: f"sqlite:///{tmp / 'mlflow.db'}")
+        yield mp, prefect_port, mlflow_port
+
+
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UI]:
     """`seed ui --auth` (the CLI) on free ports; its PID/log/auth files in a tmp ``.tmp/ui``, Prefect's database
@@ -54,12 +68,7 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UI]:
     from seed_app.cli import app
 
     tmp = tmp_path_factory.mktemp("ui")
-    prefect_port, mlflow_port = free_port(), free_port()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(flows_servers, "ui_dir", lambda: tmp)
-        mp.setattr(flows_servers, "DEFAULT_PORTS", {"prefect": prefect_port, "mlflow": mlflow_port})
-        mp.setenv("PREFECT_HOME", str(tmp / "prefect"))
-        mp.setattr(services, "tracking_uri", lambda: f"sqlite:///{tmp / 'mlflow.db'}")
+    with isolated_ui(tmp) as (mp, prefect_port, mlflow_port):
         mp.delenv(services.PASSWORD_VAR, raising=False)
         result = CliRunner().invoke(app, ["ui", "--auth", "--prefect-port", str(prefect_port), "--mlflow-port",
                                           str(mlflow_port)])
