@@ -18,6 +18,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from seed_core import loader
 from seed_core.config import ConfigError
+from seed_core.endpoints import project_root
 
 try:  # typer 0.2x vendors click (typer._click) and re-exports only BadParameter; older typers use click itself
     from typer._click import exceptions as click_errors
@@ -56,6 +57,8 @@ class SeedGroup(TyperGroup):
              standalone_mode: bool = True, **extra: Any) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
         try:
+            if not {"--help", "-h"} & set(argv):
+                check_project_of_cwd(Path.cwd(), project_root())
             code = super().main(argv, "seed", complete_var, standalone_mode=False, **extra)
         except click_errors.NoArgsIsHelpError as err:  # plain `seed`: the help, as click prints it
             typer.echo(err.format_message())
@@ -72,6 +75,29 @@ class SeedGroup(TyperGroup):
         if not standalone_mode:
             return code
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def enclosing_project(cwd: Path) -> Path | None:
+    """The nearest directory at or above ``cwd`` that is a checkout of this project (``params.yaml`` beside
+    ``seed_core/``), or None."""
+    for folder in (cwd, *cwd.parents):
+        if (folder / "params.yaml").is_file() and (folder / "seed_core").is_dir():
+            return folder
+    return None
+
+
+def check_project_of_cwd(cwd: Path, root: Path) -> None:
+    """Refuse to run when the current directory is inside another checkout than the one ``seed_core`` is imported
+    from: an editable install maps ``seed`` to its own checkout, so from a clone it would run (and overwrite the
+    stage outputs of) that other workspace. Outside any checkout the command runs on ``root`` as usual."""
+    here = enclosing_project(cwd.resolve())
+    if here is not None and here != root.resolve():
+        err = click_errors.ClickException(
+            f"this `seed` runs the project at {root} (its seed_core is imported from there), but the current "
+            f"directory is inside the checkout {here}; run that checkout's own code with "
+            f"`PYTHONPATH={here} python -m seed_app.cli ...`, or `pip install -e {here}` into its environment")
+        err.exit_code = 2
+        raise err
 
 
 class SeedCommand(TyperCommand):

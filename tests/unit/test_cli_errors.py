@@ -135,6 +135,32 @@ def test_seed_run_of_a_gpu_preset_without_its_model_is_one_line_at_once(tmp_path
     assert seconds < 30, f"took {seconds:.1f} s"  # measured 3-6 s on the 2 loaded cores
 
 
+def test_seed_refuses_to_run_another_checkout_than_the_current_directorys(tmp_path: Path) -> None:
+    """An editable install maps ``seed`` to its own checkout: run from inside a clone, it must refuse (exit 2, one
+    line naming both checkouts and the fix) instead of running, and overwriting, the other workspace; the clone's
+    own code (``PYTHONPATH=<clone> python -m seed_app.cli``) and a directory outside any checkout are served."""
+    clone = tmp_path / "clone"
+    copy_project(clone, ("seed_core", "seed_app", "params.yaml"))
+    (clone / "sub").mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI")}
+
+    def table(cwd: Path, pythonpath: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", "import sys; from seed_app.cli import app; sys.argv[0] = 'seed'; "
+                               "app()", "table"], cwd=cwd, env={**env, "PYTHONPATH": str(pythonpath)},
+                              capture_output=True, text=True, timeout=120)
+
+    refused = table(clone / "sub", ROOT)
+    lines = [line for line in (refused.stdout + refused.stderr).splitlines() if line.strip()]
+    assert refused.returncode == 2 and len(lines) == 1, (refused.stdout, refused.stderr)
+    assert f"runs the project at {ROOT}" in lines[0] and f"inside the checkout {clone}" in lines[0], lines[0]
+    assert f"PYTHONPATH={clone} python -m seed_app.cli" in lines[0], lines[0]
+    assert "# Success rate" not in refused.stdout, "nothing of the other checkout ran"
+    own = table(clone / "sub", clone)
+    assert "runs the project at" not in own.stderr, own.stderr
+    outside = table(tmp_path, ROOT)
+    assert "runs the project at" not in outside.stderr and outside.returncode == 0, outside.stderr
+
+
 # --- what a run needs from outside (seed_app.inputs) --------------------------------------------------------
 
 
