@@ -8,7 +8,9 @@
 Inputs are what the project's own commands write: ``seed preflight --json`` (the ``"preflight"`` blocks) and
 ``seed sweep`` (``learning.json``: per method ``{per_seed, mean, ci95, iqm, n}``, per comparison the paired
 difference and P(a > b), both with 95% bootstrap CIs, ``seed_core.stats``). ``--cells`` summarizes the committed cell results instead (``seed_core.sweep_committed``: a study still running,
-``n`` says how many seeds), with ``seed_core.sweep.summarize_sweep``, the same function as the sweep's report.
+``n`` says how many seeds), with ``seed_core.sweep.summarize_sweep``, the same function as the sweep's report;
+cells of the same seeds and Stage 1 with other methods (the controls, a sweep of their own) join their seeds' rows
+(``summarize_cells``).
 Nothing else is recomputed here but the re-keying: ``comparisons`` carries every comparison of the sweep under its own name (``seed-grpo``) and the
 issue's short names for the three findings and the control (``seed-shuffled`` = ``seed-seed_shuffled``); a
 ``--lambda`` sweep adds ``lambda`` = {value: {"seed": ..., "seed-grpo": ...}} (the same seeds, only
@@ -48,32 +50,82 @@ def comparisons(learning: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def lambda_block(items: list[str]) -> dict[str, Any]:
+def lambda_block(items: list[str], preset: Path, main: dict[str, Any] | None) -> dict[str, Any]:
+    """``{value: {"methods", "comparisons", "opd_coef"}}`` per ``VALUE=PATH``; PATH is a learning.json or a directory
+    of that lambda's committed cells. A lambda study that ran only ``seed`` is paired with the main study's ``grpo``
+    and ``seed`` of the same seeds (``seed-grpo``, ``seed-seed_lambda1``: same Stage 1, only ``rl.opd_coef`` differs)."""
+    from seed_core.stats import paired_difference, probability_of_improvement
+
     out: dict[str, Any] = {}
     for item in items:
         value, sep, path = item.partition("=")
         if not sep:
-            raise SystemExit(f"--lambda {item!r}: expected VALUE=PATH to a learning.json")
-        learning = json.loads(Path(path).read_text())
-        out[value] = {"methods": learning["methods"], "comparisons": comparisons(learning),
-                      "opd_coef": learning["setting"]["rl"]["opd_coef"]}
+            raise SystemExit(f"--lambda {item!r}: expected VALUE=PATH to a learning.json or a cells directory")
+        source = Path(path)
+        learning = (summarize_cells(source, preset, {"rl.opd_coef": float(value)}, require_methods=False)
+                    if source.is_dir() else json.loads(source.read_text()))
+        block = {"methods": learning["methods"], "comparisons": comparisons(learning),
+                 "opd_coef": learning["setting"]["rl"]["opd_coef"], "seeds": learning["setting"]["seeds"]}
+        if main is not None and "seed" in learning["methods"]:
+            seeds = learning["setting"]["seeds"]
+            index = {s: i for i, s in enumerate(main["setting"]["seeds"])}
+            here = learning["methods"]["seed"]["per_seed"]
+            for other, name in (("grpo", "seed-grpo"), ("seed", "seed-seed_main")):
+                if other in main["methods"] and all(s in index for s in seeds) and name not in block["comparisons"]:
+                    there = [main["methods"][other]["per_seed"][index[s]] for s in seeds]
+                    block["comparisons"][name] = {**paired_difference(here, there),
+                                                  **probability_of_improvement(here, there)}
+        out[value] = block
     return out
 
 
-def summarize_cells(cells: Path, preset: Path) -> dict[str, Any]:
-    """``learning.json`` of the committed cells under ``cells`` (one per seed, the newest file of a seed), in the
-    setting of ``preset``."""
+def _cells_by_seed(cells: Path) -> dict[int, list[dict[str, Any]]]:
+    by_seed: dict[int, list[dict[str, Any]]] = {}
+    for path in sorted(Path(cells).glob("seed_*-*.json")):
+        result = json.loads(path.read_text())
+        by_seed.setdefault(int(result["seed"]), []).append(result)
+    return by_seed
+
+
+def summarize_cells(cells: Path, preset: Path, overrides: dict[str, Any] | None = None,
+                    require_methods: bool = True) -> dict[str, Any]:
+    """``learning.json`` of the committed cells under ``cells`` in the setting of ``preset``.
+
+    The study is, per seed, the cell whose method list is the preset's ``sweep.methods`` (cells of other studies in
+    the same directory, e.g. an earlier method list, are left out; two cells of the study for one seed are an
+    error). A cell of the same seed with other methods whose Stage 1 is the study's (equal ``stage1`` metrics:
+    the same SFT checkpoint) adds those methods to that seed (the controls, run as a sweep of their own), so
+    they are paired with the study's rows seed by seed. ``require_methods=False`` takes whatever method list the
+    directory's cells share (a lambda study of ``seed`` alone)."""
     from seed_core.loader import load_config
     from seed_core.sweep import setting_of, summarize_sweep
 
-    newest: dict[int, dict[str, Any]] = {}
-    for path in sorted(Path(cells).glob("seed_*-*.json"), key=lambda p: p.stat().st_mtime):
-        result = json.loads(path.read_text())
-        newest[int(result["seed"])] = result
-    if not newest:
+    cfg = load_config(preset, overrides or {})
+    by_seed = _cells_by_seed(cells)
+    if not by_seed:
         raise SystemExit(f"{cells}: no committed cell results (seed_<s>-<key>.json); run seed sweep first")
-    learning = summarize_sweep([newest[s] for s in sorted(newest)], setting_of(load_config(preset)))
-    learning["setting"]["cell_keys"] = {s: newest[s]["config_hash"] for s in sorted(newest)}  # one key per seed
+    study = list(cfg.sweep.methods) if require_methods else next(iter(by_seed.values()))[0]["methods"]
+    merged: list[dict[str, Any]] = []
+    for seed in sorted(by_seed):
+        mains = [c for c in by_seed[seed] if list(c["methods"]) == study]
+        if len(mains) > 1:
+            raise SystemExit(f"{cells}: {len(mains)} cells of seed {seed} ran {study}; keep one (their keys: "
+                             f"{', '.join(c['config_hash'] for c in mains)})")
+        if not mains:
+            continue
+        cell = json.loads(json.dumps(mains[0]))
+        for extra in (c for c in by_seed[seed] if c is not mains[0] and c["stage1"] == cell["stage1"]):
+            new = [m for m in extra["methods"] if m not in cell["methods"]]
+            cell["methods"] = [*cell["methods"], *new]
+            cell["success"].update({m: extra["success"][m] for m in new})
+            cell["curves"].update({m: extra["curves"][m] for m in new if m in extra.get("curves", {})})
+            cell.setdefault("mechanism", {}).update({m: v for m, v in extra.get("mechanism", {}).items() if m in new})
+            cell.setdefault("control_keys", []).append(extra["config_hash"])
+        merged.append(cell)
+    if not merged:
+        raise SystemExit(f"{cells}: no cell ran the preset's sweep.methods {study}")
+    learning = summarize_sweep(merged, setting_of(cfg))
+    learning["setting"]["cell_keys"] = {c["seed"]: [c["config_hash"], *c.get("control_keys", [])] for c in merged}
     return learning
 
 
@@ -86,7 +138,8 @@ def main() -> None:
     source.add_argument("--cells", type=Path, help="a directory of committed cell results (sweep/cells)")
     parser.add_argument("--preset", type=Path, default=ROOT / "presets" / "testbed-mechanism.yaml",
                         help="with --cells: the setting the cells were run under")
-    parser.add_argument("--lambda", dest="lambdas", action="append", default=[], metavar="VALUE=PATH")
+    parser.add_argument("--lambda", dest="lambdas", action="append", default=[], metavar="VALUE=PATH",
+                        help="a lambda study: its learning.json or its directory of committed cells")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "mechanism.json")
     args = parser.parse_args()
     learning = json.loads(args.sweep.read_text()) if args.sweep else summarize_cells(args.cells, args.preset)
@@ -105,7 +158,7 @@ def main() -> None:
                     "loadavg_at_write": os.getloadavg()},
     }
     if args.lambdas:
-        result["lambda"] = lambda_block(args.lambdas)
+        result["lambda"] = lambda_block(args.lambdas, args.preset, learning)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.out}: {len(result['methods'])} methods over {len(learning['setting'].get('seeds', []))} seeds")
