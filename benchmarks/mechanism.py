@@ -89,7 +89,19 @@ def _cells_by_seed(cells: Path) -> dict[int, list[dict[str, Any]]]:
 
 def summarize_cells(cells: Path, preset: Path, overrides: dict[str, Any] | None = None,
                     require_methods: bool = True) -> dict[str, Any]:
-    """``learning.json`` of the committed cells under ``cells`` in the setting of ``preset``.
+    """``learning.json`` of the committed cells under ``cells`` in the setting of ``preset`` (``study_cells``)."""
+    from seed_core.loader import load_config
+    from seed_core.sweep import setting_of, summarize_sweep
+
+    merged = study_cells(cells, preset, overrides, require_methods)
+    learning = summarize_sweep(merged, setting_of(load_config(preset, overrides or {})))
+    learning["setting"]["cell_keys"] = {c["seed"]: [c["config_hash"], *c.get("control_keys", [])] for c in merged}
+    return learning
+
+
+def study_cells(cells: Path, preset: Path, overrides: dict[str, Any] | None = None,
+                require_methods: bool = True) -> list[dict[str, Any]]:
+    """The study's cells under ``cells``, one per seed in seed order, with their controls merged in.
 
     The study is, per seed, the cell whose method list is the preset's ``sweep.methods`` (cells of other studies in
     the same directory, e.g. an earlier method list, are left out; two cells of the study for one seed are an
@@ -98,7 +110,6 @@ def summarize_cells(cells: Path, preset: Path, overrides: dict[str, Any] | None 
     they are paired with the study's rows seed by seed. ``require_methods=False`` takes whatever method list the
     directory's cells share (a lambda study of ``seed`` alone)."""
     from seed_core.loader import load_config
-    from seed_core.sweep import setting_of, summarize_sweep
 
     cfg = load_config(preset, overrides or {})
     by_seed = _cells_by_seed(cells)
@@ -124,9 +135,44 @@ def summarize_cells(cells: Path, preset: Path, overrides: dict[str, Any] | None 
         merged.append(cell)
     if not merged:
         raise SystemExit(f"{cells}: no cell ran the preset's sweep.methods {study}")
-    learning = summarize_sweep(merged, setting_of(cfg))
-    learning["setting"]["cell_keys"] = {c["seed"]: [c["config_hash"], *c.get("control_keys", [])] for c in merged}
-    return learning
+    return merged
+
+
+OUTCOMES = {"learned": (0.9, 1.01), "naive": (0.4, 0.6), "collapsed": (0.0, 0.2)}
+"""Held-out success bands of one seed in the lab: the rule learned (>= 90%), the naive always-add player's level
+(40-60%: right on red cards only), and a policy that lost the answer format or the rule (< 20%)."""
+
+
+def outcomes(methods: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Per method, how many seeds ended in each band of ``OUTCOMES`` (``other``: none of them)."""
+    out: dict[str, dict[str, int]] = {}
+    for method, summary in methods.items():
+        counts = {band: sum(lo <= v < hi for v in summary["per_seed"]) for band, (lo, hi) in OUTCOMES.items()}
+        out[method] = {**counts, "other": len(summary["per_seed"]) - sum(counts.values())}
+    return out
+
+
+ROUND_KEYS = ("analysis/skill_correct", "analysis/parse_ok_rate", "rl/grad_ratio", "rl/teacher_gap_decision",
+              "rollout/format_valid_rate")
+
+
+def per_round(cells: list[dict[str, Any]], keys: tuple[str, ...] = ROUND_KEYS) -> dict[str, dict[str, list]]:
+    """Per RL method and key, the mean over seeds of each round's value (NaN and missing rounds left out): how the
+    self-written skills' correctness, the gradient ratio and the decision-token gap move during RL."""
+    import math
+
+    out: dict[str, dict[str, list]] = {}
+    for method in cells[0]["curves"]:
+        rows = [c["curves"][method] for c in cells if method in c["curves"]]
+        if len(rows) != len(cells) or not any(k in rows[0][0] for k in keys):
+            continue
+        rounds = min(len(r) for r in rows)
+        out[method] = {}
+        for key in (k for k in keys if k in rows[0][0]):
+            values = [[float(r[i][key]) for r in rows if key in r[i] and not math.isnan(float(r[i][key]))]
+                      for i in range(rounds)]
+            out[method][key] = [round(sum(v) / len(v), 4) if v else None for v in values]
+    return out
 
 
 def main() -> None:
@@ -143,6 +189,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "mechanism.json")
     args = parser.parse_args()
     learning = json.loads(args.sweep.read_text()) if args.sweep else summarize_cells(args.cells, args.preset)
+    rounds = per_round(study_cells(args.cells, args.preset)) if args.cells else {}
     result = {
         "setting": learning["setting"],
         "preflight": preflight_block(args.mechanism_preflight),
@@ -150,7 +197,9 @@ def main() -> None:
         "methods": learning["methods"],
         "labels": learning.get("labels", {}),
         "comparisons": comparisons(learning),
+        "outcomes": outcomes(learning["methods"]),
         "curves": learning.get("curves", {}),
+        "per_round": rounds,
         "mechanism": learning.get("mechanism", {}),
         "stage1": learning.get("stage1", {}),
         "cell_wall_s": learning.get("cell_wall_s", []),

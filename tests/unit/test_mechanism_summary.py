@@ -83,3 +83,11 @@ def test_a_lambda_study_of_seed_alone_is_paired_with_the_main_grpo(tmp_path: Pat
     assert block["opd_coef"] == 0.1 and block["seeds"] == [0, 1]
     assert block["comparisons"]["seed-grpo"]["mean_diff"] == pytest.approx(((0.5 - 0.6) + (0.6 - 0.9)) / 2)
     assert block["comparisons"]["seed-seed_main"]["mean_diff"] == pytest.approx(((0.5 - 0.7) + (0.6 - 0.8)) / 2)
+
+
+def test_outcomes_count_the_seeds_in_each_band_and_per_round_means_skip_nan() -> None:
+    methods = {"grpo": {"per_seed": [1.0, 0.96, 0.5, 0.0, 0.7]}}
+    assert _MODULE.outcomes(methods) == {"grpo": {"learned": 2, "naive": 1, "collapsed": 1, "other": 1}}
+    cells = [{"curves": {"seed": [{"analysis/skill_correct": 0.8}, {"analysis/skill_correct": float("nan")}]}},
+             {"curves": {"seed": [{"analysis/skill_correct": 0.6}, {"analysis/skill_correct": 0.2}]}}]
+    assert _MODULE.per_round(cells) == {"seed": {"analysis/skill_correct": [0.7, 0.2]}}
