@@ -42,8 +42,22 @@ def preflight_block(path: Path) -> dict[str, Any]:
     return {k: block[k] for k in PREFLIGHT_KEYS if k in block}
 
 
+LAB_COMPARISONS = (("seed_static", "seed_no_opd"), ("seed_static", "seed_shuffled"), ("seed_static", "seed_empty"),
+                   ("seed_oracle", "seed_static"), ("seed_static", "skill_grpo_star"))
+"""Paired comparisons the lab adds to the sweep's (``seed_core.sweep.COMPARISONS``): SEED-static against the controls
+that share its start (GRPO from SFT; shuffled and empty teacher skills), the oracle analyzer against the frozen one,
+and SEED-static against Skill-GRPO*. Kept here, not in seed_core: an edit there is another cell key."""
+
+
 def comparisons(learning: dict[str, Any]) -> dict[str, Any]:
+    from seed_core.stats import paired_difference, probability_of_improvement
+
     out = dict(learning.get("comparisons", {}))
+    methods = learning.get("methods", {})
+    for a, b in LAB_COMPARISONS:
+        if a in methods and b in methods and f"{a}-{b}" not in out:
+            x, y = methods[a]["per_seed"], methods[b]["per_seed"]
+            out[f"{a}-{b}"] = {**paired_difference(x, y), **probability_of_improvement(x, y)}
     for short, name in ALIASES.items():
         if name in out:
             out[short] = out[name]

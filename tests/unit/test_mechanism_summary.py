@@ -91,3 +91,12 @@ def test_outcomes_count_the_seeds_in_each_band_and_per_round_means_skip_nan() ->
     cells = [{"curves": {"seed": [{"analysis/skill_correct": 0.8}, {"analysis/skill_correct": float("nan")}]}},
              {"curves": {"seed": [{"analysis/skill_correct": 0.6}, {"analysis/skill_correct": 0.2}]}}]
     assert _MODULE.per_round(cells) == {"seed": {"analysis/skill_correct": [0.7, 0.2]}}
+
+
+def test_the_lab_adds_seed_static_against_its_same_start_controls() -> None:
+    learning = {"methods": {"seed_static": {"per_seed": [0.9, 1.0]}, "seed_no_opd": {"per_seed": [0.5, 0.9]}},
+                "comparisons": {"seed-grpo": {"mean_diff": 0.0}}}
+    out = _MODULE.comparisons(learning)
+    assert out["seed-grpo"] == {"mean_diff": 0.0}, "the sweep's own comparisons are kept as they are"
+    assert out["seed_static-seed_no_opd"]["mean_diff"] == pytest.approx(0.25)
+    assert "seed_static-seed_shuffled" not in out, "a comparison needs both methods"
