@@ -67,7 +67,7 @@ def comparisons(learning: dict[str, Any]) -> dict[str, Any]:
 def lambda_block(items: list[str], preset: Path, main: dict[str, Any] | None) -> dict[str, Any]:
     """``{value: {"methods", "comparisons", "opd_coef"}}`` per ``VALUE=PATH``; PATH is a learning.json or a directory
     of that lambda's committed cells. A lambda study that ran only ``seed`` is paired with the main study's ``grpo``
-    and ``seed`` of the same seeds (``seed-grpo``, ``seed-seed_lambda1``: same Stage 1, only ``rl.opd_coef`` differs)."""
+    and ``seed`` of the same seeds (``seed-grpo``, ``seed-seed_main``: same Stage 1, only ``rl.opd_coef`` differs)."""
     from seed_core.stats import paired_difference, probability_of_improvement
 
     out: dict[str, Any] = {}
