@@ -101,6 +101,14 @@ def _cells_by_seed(cells: Path) -> dict[int, list[dict[str, Any]]]:
     return by_seed
 
 
+def _stage1_of(cell: dict[str, Any]) -> dict[str, Any]:
+    """What identifies a cell's Stage 1: its stage1 metrics less wall times and latencies, and SFT's held-out
+    success (equal for the same seed, config and code; the times differ run to run)."""
+    keep = {k: v for k, v in cell["stage1"].items()
+            if not k.startswith("time/") and "latency" not in k and not k.endswith("per_s")}
+    return {**keep, "sft_success": cell["success"].get("sft")}
+
+
 def summarize_cells(cells: Path, preset: Path, overrides: dict[str, Any] | None = None,
                     require_methods: bool = True) -> dict[str, Any]:
     """``learning.json`` of the committed cells under ``cells`` in the setting of ``preset`` (``study_cells``)."""
@@ -119,8 +127,8 @@ def study_cells(cells: Path, preset: Path, overrides: dict[str, Any] | None = No
 
     The study is, per seed, the cell whose method list is the preset's ``sweep.methods`` (cells of other studies in
     the same directory, e.g. an earlier method list, are left out; two cells of the study for one seed are an
-    error). A cell of the same seed with other methods whose Stage 1 is the study's (equal ``stage1`` metrics:
-    the same SFT checkpoint) adds those methods to that seed (the controls, run as a sweep of their own), so
+    error). A cell of the same seed with other methods whose Stage 1 is the study's (``_stage1_of``: the same SFT
+    checkpoint) adds those methods to that seed (the controls, run as a sweep of their own), so
     they are paired with the study's rows seed by seed. ``require_methods=False`` takes whatever method list the
     directory's cells share (a lambda study of ``seed`` alone)."""
     from seed_core.loader import load_config
@@ -139,7 +147,7 @@ def study_cells(cells: Path, preset: Path, overrides: dict[str, Any] | None = No
         if not mains:
             continue
         cell = json.loads(json.dumps(mains[0]))
-        for extra in (c for c in by_seed[seed] if c is not mains[0] and c["stage1"] == cell["stage1"]):
+        for extra in (c for c in by_seed[seed] if c is not mains[0] and _stage1_of(c) == _stage1_of(cell)):
             new = [m for m in extra["methods"] if m not in cell["methods"]]
             cell["methods"] = [*cell["methods"], *new]
             cell["success"].update({m: extra["success"][m] for m in new})
