@@ -49,15 +49,19 @@ that share its start (GRPO from SFT; shuffled and empty teacher skills), the ora
 and SEED-static against Skill-GRPO*. Kept here, not in seed_core: an edit there is another cell key."""
 
 
-def comparisons(learning: dict[str, Any]) -> dict[str, Any]:
+def paired(a: list[float], b: list[float]) -> dict[str, Any]:
+    """A comparison as the sweep writes it: the paired mean difference and P(a > b), each with its 95% CI."""
     from seed_core.stats import paired_difference, probability_of_improvement
 
+    return {**paired_difference(a, b), **probability_of_improvement(a, b)}
+
+
+def comparisons(learning: dict[str, Any]) -> dict[str, Any]:
     out = dict(learning.get("comparisons", {}))
     methods = learning.get("methods", {})
     for a, b in LAB_COMPARISONS:
         if a in methods and b in methods and f"{a}-{b}" not in out:
-            x, y = methods[a]["per_seed"], methods[b]["per_seed"]
-            out[f"{a}-{b}"] = {**paired_difference(x, y), **probability_of_improvement(x, y)}
+            out[f"{a}-{b}"] = paired(methods[a]["per_seed"], methods[b]["per_seed"])
     for short, name in ALIASES.items():
         if name in out:
             out[short] = out[name]
@@ -68,8 +72,6 @@ def lambda_block(items: list[str], preset: Path, main: dict[str, Any] | None) ->
     """``{value: {"methods", "comparisons", "opd_coef"}}`` per ``VALUE=PATH``; PATH is a learning.json or a directory
     of that lambda's committed cells. A lambda study that ran only ``seed`` is paired with the main study's ``grpo``
     and ``seed`` of the same seeds (``seed-grpo``, ``seed-seed_main``: same Stage 1, only ``rl.opd_coef`` differs)."""
-    from seed_core.stats import paired_difference, probability_of_improvement
-
     out: dict[str, Any] = {}
     for item in items:
         value, sep, path = item.partition("=")
@@ -87,8 +89,7 @@ def lambda_block(items: list[str], preset: Path, main: dict[str, Any] | None) ->
             for other, name in (("grpo", "seed-grpo"), ("seed", "seed-seed_main")):
                 if other in main["methods"] and all(s in index for s in seeds) and name not in block["comparisons"]:
                     there = [main["methods"][other]["per_seed"][index[s]] for s in seeds]
-                    block["comparisons"][name] = {**paired_difference(here, there),
-                                                  **probability_of_improvement(here, there)}
+                    block["comparisons"][name] = paired(here, there)
         out[value] = block
     return out
 
@@ -112,10 +113,15 @@ def _stage1_of(cell: dict[str, Any]) -> dict[str, Any]:
 def summarize_cells(cells: Path, preset: Path, overrides: dict[str, Any] | None = None,
                     require_methods: bool = True) -> dict[str, Any]:
     """``learning.json`` of the committed cells under ``cells`` in the setting of ``preset`` (``study_cells``)."""
+    return summarize_merged(study_cells(cells, preset, overrides, require_methods), preset, overrides)
+
+
+def summarize_merged(merged: list[dict[str, Any]], preset: Path,
+                     overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``learning.json`` of ``study_cells``' result, in the setting of ``preset``."""
     from seed_core.loader import load_config
     from seed_core.sweep import setting_of, summarize_sweep
 
-    merged = study_cells(cells, preset, overrides, require_methods)
     learning = summarize_sweep(merged, setting_of(load_config(preset, overrides or {})))
     learning["setting"]["cell_keys"] = {c["seed"]: [c["config_hash"], *c.get("control_keys", [])] for c in merged}
     return learning
@@ -210,8 +216,9 @@ def main() -> None:
                         help="a lambda study: its learning.json or its directory of committed cells")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "mechanism.json")
     args = parser.parse_args()
-    learning = json.loads(args.sweep.read_text()) if args.sweep else summarize_cells(args.cells, args.preset)
-    rounds = per_round(study_cells(args.cells, args.preset)) if args.cells else {}
+    merged = study_cells(args.cells, args.preset) if args.cells else []
+    learning = summarize_merged(merged, args.preset) if merged else json.loads(args.sweep.read_text())
+    rounds = per_round(merged) if merged else {}
     result = {
         "setting": learning["setting"],
         "preflight": preflight_block(args.mechanism_preflight),
