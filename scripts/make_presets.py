@@ -123,6 +123,7 @@ CPU_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
          "testbed.episodes": 600, "testbed.noise": 0.15,
          "testbed.skill_fraction": 1.0, "testbed.analysis_fraction": 0.25, "testbed.plain_policy": "naive",
          "testbed.mismatch_fraction": 0.3, "sweep.seeds": list(range(10)),
+         "annotate.static_skill_tokens": 96,  # the lab's committed cells (sweep/cells) were computed at 96
          "sweep.methods": ["vanilla", "sft", "grpo", "seed_no_opd", "seed_static", "seed", "skill_grpo_star",
                            "vanilla_star", "seed_shuffled"]}),
 }
