@@ -71,3 +71,18 @@ def test_the_builder_writes_a_loadable_chat_model(tmp_path: Path, caplog: pytest
     assert metrics["testbed/final_loss"] < metrics["testbed/first_loss"]
     policy = load_policy(ModelConfig(path=str(out), device="cpu"), trainable=False)
     assert policy.tokenizer.decode(encode_prompt(policy.tokenizer, "hi")).startswith("<|im_start|>user\nhi")
+
+
+def test_two_builds_of_one_config_are_the_same_bytes(tmp_path: Path) -> None:
+    """No wall time (or anything else of the run) in the model directory: its DVC hash, and with it every cell key
+    and ``dvc.lock`` entry downstream, is the same for every build of one config under the same numerics."""
+    import hashlib
+
+    cfg = _cfg(episodes=3, epochs=1, hidden_size=32, layers=1, vocab_size=300, batch_size=8)
+
+    def digests(out: Path) -> dict[str, str]:
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.iterdir())}
+
+    first, second = (digests(build_testbed_model(cfg, tmp_path / name)) for name in ("a", "b"))
+    assert "testbed_metrics.json" in first and "model.safetensors" in first
+    assert first == second
