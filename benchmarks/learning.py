@@ -1,11 +1,12 @@
 """Learning over seeds: run `seed sweep` and record its statistics with the wall time and the machine.
 
-    python benchmarks/learning.py [--project DIR] [--seeds 5] [--out benchmarks/results/learning.json]
+    python benchmarks/learning.py [--project DIR] [--seeds 5] [--methods LIST] [--out benchmarks/results/learning.json]
 
-Runs ``python -m seed_app.cli sweep --seeds N`` in ``--project`` (a checkout; default this one), which is the
-DVC sweep (``sweep/dvc.yaml``: one cell per seed, then the report), and copies its ``learning.json`` with
-``wall_s`` (the whole command, including a ``prepare_model`` that was not cached yet) and ``machine``
-added. Shape: ``{"setting", "wall_s", "methods": {m: {per_seed, mean, ci95, iqm, n}}, "comparisons":
+Runs ``python -m seed_app.cli sweep --seeds N [--methods LIST]`` in ``--project`` (a checkout; default this one),
+which is the DVC sweep (``sweep/dvc.yaml``: one cell per seed, then the report), and copies its ``learning.json``
+with ``wall_s`` (the whole command, including a ``prepare_model`` that was not cached yet), ``machine``, ``command``,
+``commit`` (the project's ``git describe``) and ``from`` (each method's starting checkpoint, the report's column:
+``Method.start``) added. Shape: ``{"setting", "wall_s", "methods": {m: {per_seed, mean, ci95, iqm, n}}, "comparisons":
 {"grpo-sft": {mean_diff, ci95, ...}, "seed-grpo": {..., prob_improvement, prob_improvement_ci95}}, ...}``.
 """
 
@@ -21,21 +22,37 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def cpu_model() -> str:
+    """``model name`` of /proc/cpuinfo (else the platform's processor string)."""
+    names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+             if line.startswith("model name")] if Path("/proc/cpuinfo").is_file() else []
+    return names[0] if names else platform.processor()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--project", type=Path, default=ROOT)
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--methods", default=None, help="comma-separated methods (default: the params' sweep.methods)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "learning.json")
     args = parser.parse_args()
+    command = ["sweep", "--seeds", str(args.seeds), *(["--methods", args.methods] if args.methods else [])]
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "seed_app.cli", "sweep", "--seeds", str(args.seeds)], cwd=args.project,
-                   check=True)
+    subprocess.run([sys.executable, "-m", "seed_app.cli", *command], cwd=args.project, check=True)
     wall = time.perf_counter() - start
     summary = json.loads((args.project / "reports" / "sweep" / "learning.json").read_text())
-    machine = {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
-    out = {"setting": summary.pop("setting"), "wall_s": wall, "machine": machine, **summary}
+    from seed_core.methods import METHODS
+
+    machine = {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+               "cpu_model": cpu_model(), "load_avg_after": os.getloadavg()}
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=args.project, capture_output=True,
+                            text=True, check=False).stdout.strip()
+    starts = {m: METHODS.get(m).start for m in summary["methods"] if m in METHODS}
+    out = {"setting": summary.pop("setting"), "wall_s": wall, "machine": machine,
+           "command": "seed " + " ".join(command), "commit": commit, "from": starts, **summary}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {args.out} ({wall:.0f} s)")
