@@ -189,11 +189,14 @@ def algorithm_params_text(algorithm: str, params: dict) -> str:
 
 
 def write_params(out_dir: Path, params_file: Path = ROOT / "params.yaml") -> list[Path]:
-    """``<out_dir>/<stage>.yaml`` for every stage, from ``params_file``; for the rl stage one file per registered
-    algorithm, ``<out_dir>/rl/<algorithm>.yaml``."""
+    """``<out_dir>/<stage>.yaml`` for every stage, from ``params_file`` read as DVC reads it (YAML 1.2,
+    ``seed_core.loader.parse_yaml``: ``dvc exp run -S`` rewrites params.yaml without quotes, and a YAML 1.1 read
+    turned ``mixed_precision: no`` into ``false``, a changed params file that reran sft and every rl stage); for
+    the rl stage one file per registered algorithm, ``<out_dir>/rl/<algorithm>.yaml``."""
     from seed_core.algorithms import ALGORITHMS
+    from seed_core.loader import parse_yaml
 
-    params = yaml.safe_load(params_file.read_text())
+    params = parse_yaml(params_file.read_text())
     (out_dir / PER_ALGORITHM).mkdir(parents=True, exist_ok=True)
     written = [_replace(out_dir / f"{name}.yaml", params_text(name, params)) for name in stages()
                if name != PER_ALGORITHM]

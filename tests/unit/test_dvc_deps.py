@@ -100,3 +100,19 @@ def test_writing_params_files_replaces_them_and_a_missing_key_names_it(tmp_path:
     del params["rl"]["rounds"]
     with pytest.raises(SystemExit, match="params.yaml has no key 'rl.rounds', which stage 'report' reads"):
         dvc_deps.params_text("report", params)
+
+
+def test_params_files_read_params_yaml_as_dvc_does_so_dvc_exp_run_changes_none(tmp_path: Path) -> None:
+    """``dvc exp run -S`` (``seed run -S``, ``seed sweep --methods``) rewrites params.yaml without quotes:
+    ``mixed_precision: "no"`` becomes ``mixed_precision: no``. Both must give the same params files (YAML 1.2),
+    or every stage that reads the key reruns."""
+    text = (ROOT / "params.yaml").read_text()
+    assert 'mixed_precision: "no"' in text
+    unquoted = tmp_path / "params.yaml"
+    unquoted.write_text(text.replace('mixed_precision: "no"', "mixed_precision: no"))
+    for name, source in (("quoted", ROOT / "params.yaml"), ("unquoted", unquoted)):
+        dvc_deps.write_params(tmp_path / name, source)
+    files = sorted(p.relative_to(tmp_path / "quoted") for p in (tmp_path / "quoted").rglob("*.yaml"))
+    assert files and all((tmp_path / "quoted" / f).read_text() == (tmp_path / "unquoted" / f).read_text()
+                         for f in files)
+    assert "model.mixed_precision: 'no'" in (tmp_path / "unquoted" / "sft.yaml").read_text()
