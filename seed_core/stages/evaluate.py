@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from seed_core.config import SeedConfig
+from seed_core.config import SeedConfig, project_root
 from seed_core.numerics import write_resolved
 from seed_core.io import write_json, write_records
 from seed_core.loader import config_from_args, stage_errors, stage_parser
@@ -149,6 +149,14 @@ def play_panel(cfg: SeedConfig, env: TextEnv, backend: Any, split: str, tasks: S
     return rows, tokens
 
 
+def checkpoint_label(checkpoint: str | Path) -> str:
+    """The rows' ``checkpoint`` column: project-relative (``data/rl/seed/checkpoint``) for a checkpoint inside the
+    project, else the path as given; an absolute path made the same evaluation another episodes.parquet (and DVC
+    hash) in every workspace."""
+    path, root = Path(checkpoint).absolute(), project_root().absolute()
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(checkpoint)
+
+
 def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
                  tracker: Tracker | None = None) -> dict[str, float]:
     """Writes episodes.parquet (EvalRecord rows, one per episode) and metrics.json; ``method`` names the rows,
@@ -183,7 +191,7 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
     for split, tasks in split_tasks.items():
         for repeat in range(cfg.eval.repeats):
             new_rows, new_tokens = play_panel(cfg, env, backend, split, tasks, repeat, library, method,
-                                              str(checkpoint), bar)
+                                              checkpoint_label(checkpoint), bar)
             rows += new_rows
             tokens += new_tokens
     bar.close()

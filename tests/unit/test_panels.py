@@ -17,7 +17,8 @@ from seed_core.config import SeedConfig
 from seed_core.envs import ENVS, make_env
 from seed_core.io import read_records, write_records
 from seed_core.loader import load_config, with_overrides
-from seed_core.stages.evaluate import eval_tasks, per_instance, run_evaluate
+from seed_core.stages import evaluate
+from seed_core.stages.evaluate import checkpoint_label, eval_tasks, per_instance, run_evaluate
 from seed_core.task_sets import PanelError, build_panel, held_out_splits, panel_path, panel_tasks, read_panel
 from seed_core.types import EvalRecord
 
@@ -176,3 +177,16 @@ def test_a_missing_or_unfit_panel_stops_evaluation_in_one_line_naming_the_file_a
     webshop = with_overrides(SeedConfig(), {"env.name": "webshop"})  # 200 products: not the panel's catalogue
     with pytest.raises(PanelError, match=r"webshop-test.json holds ids of .*'env.webshop.num_products': 1000"):
         panel_tasks(webshop, make_env(webshop.env), "test")
+
+
+def test_the_checkpoint_column_is_project_relative_so_two_workspaces_write_the_same_rows(
+        tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(evaluate, "project_root", lambda: Path(tiny_model_dir).parent)
+    rows, _ = _evaluate(_tiny(tiny_model_dir, **{"eval.num_tasks": 2}), tmp_path / "eval", monkeypatch)
+    assert {r.checkpoint for r in rows} == {Path(tiny_model_dir).name}
+    for workspace in ("a", "b"):
+        monkeypatch.setattr(evaluate, "project_root", lambda: tmp_path / workspace)
+        assert checkpoint_label(tmp_path / workspace / "data" / "rl" / "seed" / "checkpoint") == \
+            "data/rl/seed/checkpoint"
+    outside = tmp_path / "models" / "tiny"
+    assert checkpoint_label(outside) == str(outside)  # a model outside the project keeps its path
