@@ -110,19 +110,22 @@ def _write_holder(root: Path, command: str) -> None:
     """The side file, atomically (written beside it, then renamed): a reader sees the whole record or none."""
     path = root / HOLDER_FILE
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps({"pid": os.getpid(), "command": command, "since": time.time()}))
+    tmp.write_text(json.dumps({"pid": os.getpid(), "command": command, "since": time.time(), "root": str(root)}))
     os.replace(tmp, path)
 
 
 def holder(root: Path) -> dict[str, Any] | None:
-    """The side file's record (pid, command, since) if it names a live process that existed when it took the lock
-    (not a PID reused since), else None: no holder, a killed one, or one that has not written it yet."""
+    """The side file's record (pid, command, since, root) if it names a live process that existed when it took the
+    lock (not a PID reused since) and holds this workspace, else None: no holder, a killed one, one that has not
+    written it yet, or a side file copied along with the workspace from another one (``cp -a`` during a run)."""
     import psutil
 
     try:
         record = json.loads((root / HOLDER_FILE).read_text())
         started = psutil.Process(int(record["pid"])).create_time()
     except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+        return None
+    if record.get("root", str(root)) != str(root):
         return None
     return record if started <= float(record.get("since", 0)) + 1 else None
 

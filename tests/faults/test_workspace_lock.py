@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -176,9 +177,25 @@ def test_nested_holds_and_other_threads_of_one_process_share_the_lock(tmp_path: 
         thread.start()
         thread.join()
         assert workspace.inherited_fds(tmp_path)
-    assert seen[0] == {"pid": os.getpid(), "command": "outer", "since": pytest.approx(time.time(), abs=60)}
+    assert seen[0] == {"pid": os.getpid(), "command": "outer", "since": pytest.approx(time.time(), abs=60),
+                       "root": str(tmp_path.resolve())}
     assert seen[1] == tmp_path.resolve()
     assert workspace.holder(tmp_path) is None and not workspace.inherited_fds(tmp_path)
+
+
+def test_a_workspace_copied_during_a_run_is_not_busy(tmp_path: Path) -> None:
+    """``cp -a`` of a workspace while a command holds it copies the side file, which names a live process: the copy
+    must not refuse every command until that process (in the other workspace) ends."""
+    original, copy = tmp_path / "a", tmp_path / "b"
+    original.mkdir()
+    with workspace.hold(original, command="seed sweep"):
+        shutil.copytree(original, copy)
+        assert (copy / workspace.HOLDER_FILE).is_file()
+        with pytest.raises(workspace.Busy):
+            workspace.check(original)
+        workspace.check(copy)  # not busy
+        with workspace.hold(copy, command="seed run"):
+            assert workspace.holder(copy)["command"] == "seed run"
 
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
