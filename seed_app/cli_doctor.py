@@ -40,6 +40,14 @@ def read_records(path: Path, record: bool) -> list[dict[str, Any]]:
     return list(machines)
 
 
+VENDOR_HINT = ("seed doctor: one known cause is the CPU vendor: under the pinned MKL_CBWR=AVX2, MKL runs other GEMM, "
+               "GEMV, exp and sqrt code on Intel than on AMD CPUs (emulated models, "
+               "benchmarks/results/numerics_emulated.json), so an Intel machine cannot give an AMD reference's bits. "
+               "MKL_CBWR=COMPATIBLE gave emulated Intel and AMD one set of bits, at several times the GEMM time; a "
+               "reference meant for both vendors must be made and rerun with it set (unconfirmed on real silicon)")
+"""Printed under a DIFFERS verdict made under another MKL_CBWR than COMPATIBLE."""
+
+
 def doctor_main(results: Path, record: bool, golden: Callable[[], dict[str, Any]] | None = None) -> int:
     """Check the arguments, build and hash (``golden``, default ``run_golden``), print the verdict, append with
     ``record``; the exit code."""
@@ -51,6 +59,8 @@ def doctor_main(results: Path, record: bool, golden: Callable[[], dict[str, Any]
     code, lines = verdict(mine, records)
     for line in lines:
         typer.echo(line)
+    if "DIFFERS" in lines[-1] and mine["settings"].get("MKL_CBWR") != "COMPATIBLE":
+        typer.echo(VENDOR_HINT)
     if record:
         stored = append(results, mine)
         typer.echo(f"seed doctor: recorded this machine in {results} (match: {stored['match']}); commit it")

@@ -55,6 +55,7 @@ def test_seed_doctor_exit_codes_and_record(tmp_path: Path, monkeypatch: pytest.M
     assert again.exit_code == 0 and "MATCH" in again.output
     other = CliRunner().invoke(cli.app, ["doctor", "--results", str(path)])
     assert other.exit_code == 1 and "DIFFERS (testbed)" in other.output
+    assert "MKL_CBWR=COMPATIBLE" in other.output and "COMPATIBLE" not in again.output  # the vendor hint, on DIFFERS
     assert len(json.loads(path.read_text())["machines"]) == 1  # only --record writes
     path.write_text("not json")
     bad = CliRunner().invoke(cli.app, ["doctor", "--results", str(path)])
