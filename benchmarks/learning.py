@@ -25,13 +25,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def cpu_model() -> str:
-    """``model name`` of /proc/cpuinfo (else the platform's processor string)."""
-    names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-             if line.startswith("model name")] if Path("/proc/cpuinfo").is_file() else []
-    return names[0] if names else platform.processor()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--project", type=Path, default=ROOT)
@@ -45,9 +38,10 @@ def main() -> None:
     wall = time.perf_counter() - start
     summary = json.loads((args.project / "reports" / "sweep" / "learning.json").read_text())
     from seed_core.methods import METHODS
+    from seed_core.numerics import cpu
 
     machine = {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-               "cpu_model": cpu_model(), "load_avg_after": os.getloadavg()}
+               "cpu_model": cpu()["cpu_model"], "load_avg_after": os.getloadavg()}
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=args.project, capture_output=True,
                             text=True, check=False).stdout.strip()
     starts = {m: METHODS.get(m).start for m in summary["methods"] if m in METHODS}

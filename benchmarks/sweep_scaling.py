@@ -31,16 +31,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def cpu_model() -> str:
-    """``model name`` of /proc/cpuinfo (else the platform's processor string)."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        lines = []
-    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
-    return names[0] if names else platform.processor()
-
-
 def scratch_clone(project: Path, dest: Path, params: Path | None, env: dict[str, str]) -> Path:
     """``git clone`` of ``project`` at ``dest`` sharing its DVC cache, with ``params`` as its params.yaml, committed."""
     subprocess.run(["git", "clone", "-q", str(project), str(dest)], check=True, env=env)
@@ -93,6 +83,7 @@ def run_count(clone: Path, workers: int, seeds: int, env: dict[str, str], logs: 
 
 def main() -> None:
     from flows import servers
+    from seed_core.numerics import cpu
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--project", type=Path, default=ROOT)
@@ -121,8 +112,8 @@ def main() -> None:
     finally:
         servers.stop(name, server)
     out = {"what": "cells per hour of `seed sweep --pool` with W local workers (cores split between them), one run",
-           "params": str(args.params or "params.yaml"), "machine": {"cpu_model": cpu_model(), "cores": os.cpu_count(),
-                                                                   "platform": platform.platform()},
+           "params": str(args.params or "params.yaml"),
+           "machine": {"cpu_model": cpu()["cpu_model"], "cores": os.cpu_count(), "platform": platform.platform()},
            "counts": counts, "logs": str(scratch)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2) + "\n")
