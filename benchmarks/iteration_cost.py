@@ -72,8 +72,9 @@ def round_hashes(round_dir: Path) -> dict[str, str]:
 
 @contextlib.contextmanager
 def unoptimized() -> Iterator[None]:
-    """The code before the batch plans: every row of a micro-batch scored and of a greedy batch generated, every
-    analysis prompt sent in request order (identity plans in ``score_in_chunks``, ``HFBackend``, ``BackendClient``)."""
+    """The code before the batch plans and the buffered KV cache: every row of a micro-batch scored and of a greedy
+    batch generated, every analysis prompt sent in request order (identity plans in ``score_in_chunks``,
+    ``HFBackend``, ``BackendClient``), and transformers' own ``DynamicCache`` (``HFBackend.use_buffered_cache``)."""
     from seed_core.analyzer import clients
     from seed_core.rollout import backends
     from seed_core.trainer import logprobs
@@ -81,12 +82,14 @@ def unoptimized() -> Iterator[None]:
     def identity(keys: Any, *_: Any) -> tuple[list[int], list[int]]:
         return list(range(len(keys))), list(range(len(keys)))
 
-    saved = logprobs.unique_rows, backends.unique_rows, clients.unique_by_length
+    saved = logprobs.unique_rows, backends.unique_rows, clients.unique_by_length, backends.HFBackend.use_buffered_cache
     logprobs.unique_rows = backends.unique_rows = clients.unique_by_length = identity
+    backends.HFBackend.use_buffered_cache = False
     try:
         yield
     finally:
-        logprobs.unique_rows, backends.unique_rows, clients.unique_by_length = saved
+        (logprobs.unique_rows, backends.unique_rows, clients.unique_by_length,
+         backends.HFBackend.use_buffered_cache) = saved
 
 
 @contextlib.contextmanager
@@ -233,7 +236,8 @@ def compare(optimized: dict[str, Any], baseline: dict[str, Any]) -> dict[str, An
     return {
         "method": "round by round, sha256 of metrics.json without time/* and rl/tokens_per_s, of "
                   "checkpoint/model.safetensors, of annotations.parquet without latency_s and of "
-                  "trajectories.parquet; the baseline is the same rounds with the batch plans off (unoptimized)",
+                  "trajectories.parquet; the baseline is the same rounds with the batch plans and the buffered KV "
+                  "cache off (unoptimized)",
         "rounds_compared": n, "identical": not mismatches, "mismatches": mismatches,
         "baseline_rounds": baseline["rounds"],
         "speedup": {f"{a}_{k}": total(baseline, a, k) / max(total(optimized, a, k), 1e-9)

@@ -47,7 +47,12 @@ def left_pad(rows: list[list[int]], pad_id: int, device: torch.device) -> tuple[
 
 
 class HFBackend:
-    """transformers ``generate`` over batches of ``gen_cfg.batch_size`` left-padded prompts."""
+    """transformers ``generate`` over batches of ``gen_cfg.batch_size`` left-padded prompts.
+
+    ``use_buffered_cache`` (class attribute, on): the KV cache of ``seed_core.rollout.kv_cache`` (off: transformers'
+    own ``DynamicCache``, the code before it; ``benchmarks/iteration_cost.py`` compares the two)."""
+
+    use_buffered_cache = True
 
     def __init__(self, policy: Policy, gen_cfg: GenerationConfig) -> None:
         self.policy = policy
@@ -101,13 +106,19 @@ class HFBackend:
                 "top_k": self.gen_cfg.top_k}
 
     def _generate_batch(self, batch: list[list[int]], temperature: float, max_new_tokens: int) -> list[Completion]:
+        from seed_core.rollout.kv_cache import buffered_cache  # transformers: loaded with the policy already
+
         tok, model = self.policy.tokenizer, self.policy.model
         stop_ids = eos_ids(self.policy)
         input_ids, attention_mask = left_pad(batch, tok.pad_token_id, self.policy.device)
+        # the KV cache in one buffer per layer, no copy per step; the same bits (seed_core.rollout.kv_cache)
+        cache = buffered_cache(model.config, input_ids.shape[1] + max_new_tokens) if self.use_buffered_cache \
+            else None
         gen = model.generate(
             input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=max_new_tokens,
             pad_token_id=tok.pad_token_id, eos_token_id=stop_ids, repetition_penalty=1.0,
-            return_dict_in_generate=True, output_scores=True, **self._sampling_kwargs(temperature))
+            return_dict_in_generate=True, output_scores=True, **self._sampling_kwargs(temperature),
+            **({"cache": cache} if cache is not None else {}))
         new_tokens = gen.sequences[:, input_ids.shape[1]:]
         # (B, T_new): log-softmax of each step's processed scores at the chosen token, one (B, V) step at a
         # time (compute_transition_scores stacks and normalises all steps at once: 2-3 copies of (B, T, V))
