@@ -130,7 +130,40 @@ def reference_verdict(root: Path, table: str = "reports/table.md") -> str:
        reference lacks is said so. This is the verdict to act on: another CPU is another draw.
     2. bit-identity (``identity_line``): ``table`` equal to its version in git ``HEAD``, with whether that was to
        be expected (the same CPU model and pinned numerics as the committed run, ``seed_core.numerics``)."""
-    return "\n".join([*statistical_lines(root, Path(table).parent / "table.csv"), identity_line(root, table)])
+    return "\n".join([*statistical_lines(root, Path(table).parent / "table.csv"), *base_model_lines(root),
+                      identity_line(root, table)])
+
+
+BASE_MODEL = "data/models/base"
+"""The testbed's (or preset's) base model: every row starts from it, and the reference's seeds share one."""
+
+
+def _base_md5(lock_text: str) -> str | None:
+    """``BASE_MODEL``'s md5 among the outs of a ``dvc.lock`` text (None when it has none)."""
+    from seed_core.loader import parse_yaml
+
+    try:
+        stages = (parse_yaml(lock_text) or {}).get("stages", {})
+    except ValueError:
+        return None
+    return next((out.get("md5") for stage in stages.values() if isinstance(stage, dict)
+                 for out in stage.get("outs", []) if out.get("path") == BASE_MODEL), None)
+
+
+def base_model_lines(root: Path) -> list[str]:
+    """A caveat when this run's base model is not the committed run's (``dvc.lock`` against ``HEAD:dvc.lock``): the
+    reference's seeds vary the RL seed on one base model, so its ranges leave out another base model's variation.
+    Measured once (benchmarks/results/numerics_run_cost.json): the default under ``SEED_NUMERICS=native`` on the
+    reference's CPU built another base model, and its GRPO came out at 13.3, below the range [22.4, 44.5]."""
+    lock = root / "dvc.lock"
+    ours = _base_md5(lock.read_text()) if lock.is_file() else None
+    committed = _git(root, "show", "HEAD:dvc.lock")
+    theirs = _base_md5(committed.stdout) if committed.returncode == 0 else None
+    if ours is None or theirs is None or ours == theirs:
+        return []
+    return [f"seed: this run's base model ({BASE_MODEL}, md5 {ours[:8]}) is not the reference's ({theirs[:8]}): "
+            f"the reference's seeds vary the RL seed on one base model, so a row outside its range may come from the "
+            f"base model alone (a measured case: benchmarks/results/numerics_run_cost.json)"]
 
 
 def statistical_lines(root: Path, table_csv: Path) -> list[str]:

@@ -1,11 +1,14 @@
 """A results table against the committed multi-seed reference: per method, inside or outside its 95% range.
 
 The reference is a committed sweep's ``learning.json`` (``seed sweep``; ``benchmarks/results/learning.json``):
-per method the success rate of each seed (``methods[m]["per_seed"]``). A user's ``seed run`` is one new draw
-from the same distribution: another random seed, or the same seed on a CPU whose floats differ (the testbed
-amplifies a last-bit difference chaotically, so such a run behaves like another seed). The question is
-therefore whether that one value is plausible under the reference, a *prediction* range, not the confidence
-interval of the mean (``ci95`` in learning.json, far narrower than the spread of single runs).
+per method the success rate of each seed (``methods[m]["per_seed"]``). A user's ``seed run`` is one new draw:
+another random seed, or the same seed on a CPU whose floats differ (the testbed amplifies a last-bit difference
+chaotically, so such a run behaves like another seed). The question is therefore whether that one value is
+plausible under the reference, a *prediction* range, not the confidence interval of the mean (``ci95`` in
+learning.json, far narrower than the spread of single runs). The reference's seeds share one base model, so its
+ranges span RL seeds only: where other floats also build another base model, its variation is not in them (one
+run under ``SEED_NUMERICS=native``: GRPO 13.3 against [22.4, 44.5], benchmarks/results/numerics_run_cost.json);
+``flows.results.base_model_lines`` says so under the verdict.
 
 The range rule (``prediction_range``), for a method with per-seed values x_1..x_n (mean m, sample sd s) and
 evaluations of E episodes (the reference's ``setting.episodes``, 128 by default):

@@ -136,3 +136,19 @@ def test_seed_run_ends_with_the_verdict(tmp_path: Path, monkeypatch: pytest.Monk
     result = CliRunner().invoke(cli.app, ["run", "-S", "rl.opd_coef=0.02"])
     assert result.exit_code == 0, result.output
     assert f"VERDICT OF {tmp_path}" in result.output.splitlines()
+
+
+def _lock(md5: str) -> str:
+    return (f"schema: '2.0'\nstages:\n  prepare_model:\n    cmd: x\n    outs:\n    - path: data/models/base\n"
+            f"      hash: md5\n      md5: {md5}.dir\n")
+
+
+def test_another_base_model_than_the_references_is_said_under_the_verdict(tmp_path: Path) -> None:
+    (tmp_path / "dvc.lock").write_text(_lock("992a57d1aaaa"))
+    write_project(tmp_path, 0.3, {"settings": numerics.effective(), **numerics.cpu()})
+    assert not [ln for ln in reference_verdict(tmp_path).splitlines() if "base model" in ln]  # the committed one
+    (tmp_path / "dvc.lock").write_text(_lock("aa9f31aabbbb"))
+    lines = reference_verdict(tmp_path).splitlines()
+    caveat = [ln for ln in lines if "base model" in ln]
+    assert caveat == [lines[-2]] and "md5 aa9f31aa) is not the reference's (992a57d1)" in caveat[0]
+    assert "the reference's seeds vary the RL seed on one base model" in caveat[0]
