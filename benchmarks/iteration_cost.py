@@ -38,6 +38,7 @@ import hashlib
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -338,8 +339,12 @@ def main() -> None:
         out["settings"]["long"] = run_setting("long", args.long_config, args.long_set or ["env.max_steps=10"],
                                               args.long_base, args.long_sft, args.long_rounds, 0, ws,
                                               args.sorted_analysis)
-    out["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(), "torch_threads": torch.get_num_threads(),
-                      "loadavg_start": load, "loadavg_end": os.getloadavg()}
+    from seed_core.numerics import cpu
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    out["commit"] = commit.stdout.strip()
+    out["machine"] = {"cpus": os.cpu_count(), "cpu_model": cpu()["cpu_model"], "platform": platform.platform(),
+                      "torch_threads": torch.get_num_threads(), "loadavg_start": load, "loadavg_end": os.getloadavg()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2) + "\n")
     brief = {name: {**{k: s[k] for k in ("seed_over_grpo", "tokens_per_s", "passes") if k in s},
