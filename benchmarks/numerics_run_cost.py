@@ -36,7 +36,9 @@ def lane_env(clone: Path, extra: dict[str, str]) -> dict[str, str]:
            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120", "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "DO_NOT_TRACK": "true", "MLFLOW_DISABLE_TELEMETRY": "true",
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DVC_NO_ANALYTICS": "1", **extra}
-    for name in ("SEED_NUMERICS", "ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "SEED_NUMERICS_PINNED"):
+    from seed_core.numerics import MARKER_VAR, PINNED, SWITCH_VAR
+
+    for name in (SWITCH_VAR, MARKER_VAR, *PINNED):  # each lane starts from the pins' own defaults
         if name not in extra:
             env.pop(name, None)
     return env

@@ -111,6 +111,14 @@ def dvc_lock_hashes(inputs: list[Path], root: Path | None = None) -> dict[str, s
     return {f"dvc.dep.{rel}": md5 for rel, md5 in dvc_lock_md5s(inputs, root).items()}
 
 
+def lock_out_md5s(lock_text: str) -> dict[str, str]:
+    """Output path -> md5 of every stage's outs in the text of a ``dvc.lock`` (empty for an empty lock)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~5x faster than the pure-Python loader
+    return {out["path"]: str(out.get("md5", ""))
+            for stage in (yaml.load(lock_text, Loader=loader) or {}).get("stages", {}).values()
+            for out in stage.get("outs", [])}
+
+
 def dvc_lock_md5s(inputs: list[Path], root: Path | None = None) -> dict[str, str]:
     """Project-relative path -> md5 recorded in ``dvc.lock`` for each input that an upstream stage produced.
 
@@ -121,11 +129,7 @@ def dvc_lock_md5s(inputs: list[Path], root: Path | None = None) -> dict[str, str
     lock_path = root / "dvc.lock"
     if not lock_path.is_file():
         return {}
-    recorded: dict[str, str] = {}
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~5x faster than the pure-Python loader
-    for stage in (yaml.load(lock_path.read_text(), Loader=loader) or {}).get("stages", {}).values():
-        for out in stage.get("outs", []):
-            recorded[out["path"]] = str(out.get("md5", ""))
+    recorded = lock_out_md5s(lock_path.read_text())
     rels = [Path(os.path.relpath(Path(p).resolve(), root.resolve())).as_posix() for p in inputs]
     return {rel: recorded[rel] for rel in rels if rel in recorded}
 

@@ -139,15 +139,15 @@ BASE_MODEL = "data/models/base"
 
 
 def _base_md5(lock_text: str) -> str | None:
-    """``BASE_MODEL``'s md5 among the outs of a ``dvc.lock`` text (None when it has none)."""
-    from seed_core.loader import parse_yaml
+    """``BASE_MODEL``'s md5 among the outs of a ``dvc.lock`` text (None when it has none or does not parse)."""
+    import yaml
+
+    from flows.common import lock_out_md5s
 
     try:
-        stages = (parse_yaml(lock_text) or {}).get("stages", {})
-    except ValueError:
+        return lock_out_md5s(lock_text).get(BASE_MODEL)
+    except (yaml.YAMLError, AttributeError, KeyError, TypeError):
         return None
-    return next((out.get("md5") for stage in stages.values() if isinstance(stage, dict)
-                 for out in stage.get("outs", []) if out.get("path") == BASE_MODEL), None)
 
 
 def base_model_lines(root: Path) -> list[str]:

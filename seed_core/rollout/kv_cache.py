@@ -9,8 +9,9 @@ writes each step's keys and values into it; ``keys``/``values`` are views of its
     buffer[..., n:n + k, :] = new_states ;  keys = buffer[..., :n + k, :]
 
 The attention reads the same numbers at the same positions, only through other strides, so the logits are bit
-for bit those of ``DynamicLayer`` (tests/unit/rollout/test_kv_cache.py: the testbed's analysis batches at 1 and
-2 threads, greedy and sampled, and the tiny test model). Anything that replaces ``keys`` by a new tensor
+for bit those of ``DynamicLayer``: checked on the testbed's five analysis batches of one SEED round (a one-off
+probe, 1 and 2 threads, greedy and sampled), in ``benchmarks/iteration_cost.py``'s identity check, and on the tiny
+test model in tests/unit/rollout/test_kv_cache.py. Anything that replaces ``keys`` by a new tensor
 (``batch_select_indices``, ``crop``, ``reorder_cache``) leaves a view of nothing: the next ``update`` sees that
 ``keys`` no longer lies in the buffer and starts a new one from it.
 """
