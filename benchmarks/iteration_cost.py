@@ -3,7 +3,7 @@
     python benchmarks/iteration_cost.py [--config params.yaml] [--set K=V ...] [--base data/models/base]
         [--sft data/sft/checkpoint] [--rounds N] [--compare-rounds 2]
         [--long-config presets/smollm2-sokoban.yaml] [--long-set env.max_steps=10 ...] [--long-rounds 2] [--no-long]
-        [--sorted-analysis] [--workspace DIR] [--out benchmarks/results/iteration_cost.json]
+        [--no-default] [--request-order-analysis] [--workspace DIR] [--out benchmarks/results/iteration_cost.json]
 
 For each setting (``default``: the config as given; ``long``: a preset with long episodes) the rounds of
 ``rl@grpo`` and ``rl@seed`` run interleaved in one process (grpo round i, seed round i, ...), each algorithm
@@ -26,8 +26,9 @@ live state from round to round as ``run_rl`` does, so machine load falls on both
 ``--base``/``--sft``: a model directory, ``build`` (``prepare_model`` / collect -> annotate -> sft of the setting's
 config into the workspace), ``tiny`` (the tiny analyzer model of ``build_tiny_analyzer_model``, a smoke setting)
 or, for ``--sft``, ``base`` (the base model). Defaults: the pipeline's ``data/models/base`` and
-``data/sft/checkpoint`` when they exist, else ``build``. ``--sorted-analysis``: the opt-in length-sorted analysis
-batches (``BackendClient(sort_by_length=True)``), whose ``identity`` then says whether it kept the results.
+``data/sft/checkpoint`` when they exist, else ``build``. ``--request-order-analysis``: the analysis batches in
+request order (``BackendClient(sort_by_length=False)``) instead of the default length-sorted ones; ``unoptimized``
+always runs them in request order, so ``identity`` covers the sorting too.
 """
 
 from __future__ import annotations
@@ -87,24 +88,31 @@ def unoptimized() -> Iterator[None]:
     logprobs.unique_rows = backends.unique_rows = clients.unique_by_length = identity
     backends.HFBackend.use_buffered_cache = False
     try:
-        yield
+        with sorted_analysis(False):
+            yield
     finally:
         (logprobs.unique_rows, backends.unique_rows, clients.unique_by_length,
          backends.HFBackend.use_buffered_cache) = saved
 
 
 @contextlib.contextmanager
-def sorted_analysis(on: bool) -> Iterator[None]:
-    """``--sorted-analysis``: the opt-in ``BackendClient(sort_by_length=True)`` for every analyzer client."""
+def sorted_analysis(on: bool | None) -> Iterator[None]:
+    """Every analyzer client's ``BackendClient(sort_by_length=on)``; ``None`` keeps the default (sorted)."""
     from seed_core.analyzer.clients import BackendClient
 
     defaults = BackendClient.__init__.__kwdefaults__
     saved = defaults["sort_by_length"]
-    defaults["sort_by_length"] = on or saved
+    defaults["sort_by_length"] = saved if on is None else on
     try:
         yield
     finally:
         defaults["sort_by_length"] = saved
+
+
+def sort_default() -> bool:
+    from seed_core.analyzer.clients import BackendClient
+
+    return bool(BackendClient.__init__.__kwdefaults__["sort_by_length"])
 
 
 class PassCapture:
@@ -274,7 +282,7 @@ def resolve_models(cfg: Any, base: str, sft: str, ws: Path) -> dict[str, Path]:
 
 
 def run_setting(name: str, config: str, sets: list[str], base: str, sft: str, rounds: int, compare_rounds: int,
-                ws: Path, sort: bool = False) -> dict[str, Any]:
+                ws: Path, sort: bool | None = None) -> dict[str, Any]:
     from seed_core.loader import load_config, parse_overrides
 
     cfg = load_config(ROOT / config, parse_overrides(sets))  # an absolute config path stays as it is
@@ -288,7 +296,8 @@ def run_setting(name: str, config: str, sets: list[str], base: str, sft: str, ro
             baseline = run_rounds(cfg, inits, ws / name / "baseline", min(compare_rounds, rounds), passes=False)
         result["identity"] = compare(result, baseline)
     result.update({"config": config, "overrides": sets, "inits": {a: str(p) for a, p in inits.items()},
-                   "rounds_run": rounds, "bench_wall_s": time.perf_counter() - t0, "sorted_analysis": sort,
+                   "rounds_run": rounds, "bench_wall_s": time.perf_counter() - t0,
+                   "sorted_analysis": sort_default() if sort is None else sort,
                    "batch": {"tasks_per_round": cfg.rl.tasks_per_round, "group_size": cfg.rl.group_size,
                              "max_steps": cfg.env.max_steps, "env": cfg.env.name,
                              "generation_batch_size": cfg.generation.batch_size,
@@ -312,8 +321,9 @@ def main() -> None:
     parser.add_argument("--long-sft", default="build")
     parser.add_argument("--long-rounds", type=int, default=2)
     parser.add_argument("--no-long", action="store_true")
-    parser.add_argument("--sorted-analysis", action="store_true",
-                        help="analyses sorted by length (opt-in, not bit-exact: BackendClient sort_by_length)")
+    parser.add_argument("--no-default", action="store_true", help="the long setting alone")
+    parser.add_argument("--request-order-analysis", action="store_true",
+                        help="analyses in request order (BackendClient sort_by_length=False), not sorted by length")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     parser.add_argument("--workspace", type=Path, default=None, help="default: a new temporary directory")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "iteration_cost.json")
@@ -333,12 +343,13 @@ def main() -> None:
     load = os.getloadavg()
     out: dict[str, Any] = {"command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "workspace": str(ws),
                            "paper_seed_over_grpo": 1.10, "settings": {}}
-    out["settings"]["default"] = run_setting("default", args.config, args.set, base, sft, rounds,
-                                             args.compare_rounds, ws, args.sorted_analysis)
+    order = False if args.request_order_analysis else None
+    if not args.no_default:
+        out["settings"]["default"] = run_setting("default", args.config, args.set, base, sft, rounds,
+                                                 args.compare_rounds, ws, order)
     if not args.no_long:
         out["settings"]["long"] = run_setting("long", args.long_config, args.long_set or ["env.max_steps=10"],
-                                              args.long_base, args.long_sft, args.long_rounds, 0, ws,
-                                              args.sorted_analysis)
+                                              args.long_base, args.long_sft, args.long_rounds, 0, ws, order)
     from seed_core.numerics import cpu
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)

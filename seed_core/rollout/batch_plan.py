@@ -19,8 +19,9 @@ Both exact callers keep at least ``MIN_BATCH_ROWS`` rows per batch.
 * ``rollout.backends.HFBackend``: equal prompts of one greedy generation batch (the identical trajectories of a
   GRPO group, analysed by SEED's policy): the batch keeps its width; bit for bit on the testbed, elsewhere the
   greedy tokens (its docstring says where the last bits moved).
-* ``analyzer.clients.BackendClient(sort_by_length=True)`` (opt-in): every distinct greedy analysis prompt once,
-  shortest first, so each batch pads less; not bit-exact (another padding moves the logits by ~1e-5).
+* ``analyzer.clients.BackendClient(sort_by_length=True)`` (the default): every distinct greedy analysis prompt once,
+  shortest first, so each batch pads less; not bit-exact by construction (another padding moves the logits by
+  ~1e-5), measured to keep the results (its docstring says where).
 """
 
 from __future__ import annotations

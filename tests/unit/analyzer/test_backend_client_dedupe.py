@@ -1,6 +1,6 @@
-"""BackendClient: by default every analysis prompt goes to the backend as given (its batches are the code
-before's); with ``sort_by_length`` a greedy analysis generates each distinct prompt once, shortest first, and
-every request gets the answer of its own prompt in request order."""
+"""BackendClient: by default (``sort_by_length``) a greedy analysis generates each distinct prompt once, shortest
+first, and every request gets the answer of its own prompt in request order; when sampling, or with
+``sort_by_length=False``, every analysis prompt goes to the backend as given (the code before's batches)."""
 
 from typing import Any
 
@@ -38,15 +38,16 @@ def _analyze(temperature: float, **kwargs: Any) -> tuple[EchoBackend, list[Any]]
     return backend, client.analyze([_request(str(i), p) for i, p in enumerate(PROMPTS)])
 
 
-def test_sorted_greedy_generates_distinct_prompts_once_shortest_first_and_maps_back():
-    backend, answers = _analyze(0.0, sort_by_length=True)
+def test_greedy_by_default_generates_distinct_prompts_once_shortest_first_and_maps_back():
+    backend, answers = _analyze(0.0)
     assert backend.calls == [["a", "bb", "dd", "ccc"]]
     assert [a.text for a in answers] == [f"answer to {p}" for p in PROMPTS]
     assert [(a.prompt_tokens, a.completion_tokens) for a in answers] == [(len(p), len(p)) for p in PROMPTS]
 
 
-@pytest.mark.parametrize("temperature, kwargs", [(0.0, {}), (0.7, {}), (0.7, {"sort_by_length": True})])
-def test_by_default_and_when_sampling_every_prompt_goes_as_given(temperature, kwargs):
+@pytest.mark.parametrize("temperature, kwargs", [(0.0, {"sort_by_length": False}), (0.7, {}),
+                                                 (0.7, {"sort_by_length": True})])
+def test_unsorted_or_sampling_every_prompt_goes_as_given(temperature, kwargs):
     backend, answers = _analyze(temperature, **kwargs)
     assert backend.calls == [PROMPTS]
     assert [a.text for a in answers] == [f"answer to {p}" for p in PROMPTS]
