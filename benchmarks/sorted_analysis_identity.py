@@ -60,15 +60,22 @@ def main() -> None:
 
     from seed_core.algorithms import ALGORITHMS
     from seed_core.loader import load_config, with_overrides
+    from seed_core.numerics import cpu
 
     if args.threads:
         torch.set_num_threads(args.threads)
     ws = args.workspace or Path(tempfile.mkdtemp(prefix="seed-sorted-identity-"))
     base_cfg = load_config(ROOT / args.config)
     starts = {"base": args.base, "sft": args.sft}
-    cells: list[dict[str, Any]] = []
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    out: dict[str, Any] = {
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "commit": commit.stdout.strip(),
+        "method": "round by round, iteration_cost.round_hashes of the request-order run against the sorted run",
+        "identical": True, "cells": [], "cells_asked": list(args.cell or DEFAULT_CELLS),
+        "machine": {"cpus": os.cpu_count(), "cpu_model": cpu()["cpu_model"], "torch_threads": torch.get_num_threads(),
+                    "loadavg_start": os.getloadavg()}}
     t_all = time.perf_counter()
-    for cell in args.cell or DEFAULT_CELLS:
+    for cell in out["cells_asked"]:
         algorithm, _, seed = cell.partition(":")
         overrides: dict[str, Any] = {"rl.algorithm": algorithm, "project.seed": int(seed or 0)}
         if args.rounds:
@@ -81,23 +88,15 @@ def main() -> None:
         ordered = run_cell(cfg, start, ws / cell.replace(":", "_") / "sorted", sort=True)
         t2 = time.perf_counter()
         mismatches = [f"round {i} {k}" for i, (a, b) in enumerate(zip(plain, ordered)) for k in a if a[k] != b.get(k)]
-        cells.append({"cell": cell, "start": str(start), "rounds": cfg.rl.rounds, "identical": not mismatches,
-                      "mismatches": mismatches, "request_order_s": t1 - t0, "sorted_s": t2 - t1})
+        out["cells"].append({"cell": cell, "start": str(start), "rounds": cfg.rl.rounds, "identical": not mismatches,
+                             "mismatches": mismatches, "request_order_s": t1 - t0, "sorted_s": t2 - t1})
+        out["identical"] = all(c["identical"] for c in out["cells"])
+        out["wall_s"], out["machine"]["loadavg_end"] = time.perf_counter() - t_all, os.getloadavg()
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(out, indent=2) + "\n")  # after every cell: a cut run keeps what it did
         print(f"{cell}: identical={not mismatches} {mismatches[:3]} ({t1 - t0:.0f} s, {t2 - t1:.0f} s)",
               file=sys.stderr, flush=True)
-    from seed_core.numerics import cpu
-
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    out = {"command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "commit": commit.stdout.strip(),
-           "method": "round by round, iteration_cost.round_hashes of the request-order run against the sorted run",
-           "identical": all(c["identical"] for c in cells), "cells": cells, "wall_s": time.perf_counter() - t_all,
-           "machine": {"cpus": os.cpu_count(), "cpu_model": cpu()["cpu_model"],
-                       "torch_threads": torch.get_num_threads(),
-                       "loadavg_end": os.getloadavg()}}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps({k: out[k] for k in ("identical", "wall_s")}))
-
 
 if __name__ == "__main__":
     main()
