@@ -39,7 +39,6 @@ import hashlib
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -96,23 +95,18 @@ def unoptimized() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def sorted_analysis(on: bool | None) -> Iterator[None]:
-    """Every analyzer client's ``BackendClient(sort_by_length=on)``; ``None`` keeps the default (sorted)."""
+def sorted_analysis(on: bool | None) -> Iterator[bool]:
+    """Every analyzer client's ``BackendClient(sort_by_length=on)``; ``None`` keeps the default (sorted). Yields the
+    value in force."""
     from seed_core.analyzer.clients import BackendClient
 
     defaults = BackendClient.__init__.__kwdefaults__
     saved = defaults["sort_by_length"]
     defaults["sort_by_length"] = saved if on is None else on
     try:
-        yield
+        yield defaults["sort_by_length"]
     finally:
         defaults["sort_by_length"] = saved
-
-
-def sort_default() -> bool:
-    from seed_core.analyzer.clients import BackendClient
-
-    return bool(BackendClient.__init__.__kwdefaults__["sort_by_length"])
 
 
 class PassCapture:
@@ -288,7 +282,7 @@ def run_setting(name: str, config: str, sets: list[str], base: str, sft: str, ro
     cfg = load_config(ROOT / config, parse_overrides(sets))  # an absolute config path stays as it is
     inits = resolve_models(cfg, base, sft, ws / name / "models")
     t0 = time.perf_counter()
-    with sorted_analysis(sort):
+    with sorted_analysis(sort) as sorted_on:
         result = run_rounds(cfg, inits, ws / name / "optimized", rounds, passes=True)
     result.update(summarize(result))
     if compare_rounds > 0:
@@ -297,7 +291,7 @@ def run_setting(name: str, config: str, sets: list[str], base: str, sft: str, ro
         result["identity"] = compare(result, baseline)
     result.update({"config": config, "overrides": sets, "inits": {a: str(p) for a, p in inits.items()},
                    "rounds_run": rounds, "bench_wall_s": time.perf_counter() - t0,
-                   "sorted_analysis": sort_default() if sort is None else sort,
+                   "sorted_analysis": sorted_on,
                    "batch": {"tasks_per_round": cfg.rl.tasks_per_round, "group_size": cfg.rl.group_size,
                              "max_steps": cfg.env.max_steps, "env": cfg.env.name,
                              "generation_batch_size": cfg.generation.batch_size,
@@ -352,8 +346,9 @@ def main() -> None:
                                               args.long_base, args.long_sft, args.long_rounds, 0, ws, order)
     from seed_core.numerics import cpu
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    out["commit"] = commit.stdout.strip()
+    from seed_core.tracking import git_commit
+
+    out["commit"] = git_commit(ROOT)[:7]
     out["machine"] = {"cpus": os.cpu_count(), "cpu_model": cpu()["cpu_model"], "platform": platform.platform(),
                       "torch_threads": torch.get_num_threads(), "loadavg_start": load, "loadavg_end": os.getloadavg()}
     args.out.parent.mkdir(parents=True, exist_ok=True)

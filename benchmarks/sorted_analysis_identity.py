@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -61,15 +60,15 @@ def main() -> None:
     from seed_core.algorithms import ALGORITHMS
     from seed_core.loader import load_config, with_overrides
     from seed_core.numerics import cpu
+    from seed_core.tracking import git_commit
 
     if args.threads:
         torch.set_num_threads(args.threads)
     ws = args.workspace or Path(tempfile.mkdtemp(prefix="seed-sorted-identity-"))
     base_cfg = load_config(ROOT / args.config)
     starts = {"base": args.base, "sft": args.sft}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     out: dict[str, Any] = {
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "commit": commit.stdout.strip(),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "commit": git_commit(ROOT)[:7],
         "method": "round by round, iteration_cost.round_hashes of the request-order run against the sorted run",
         "identical": True, "cells": [], "cells_asked": list(args.cell or DEFAULT_CELLS),
         "machine": {"cpus": os.cpu_count(), "cpu_model": cpu()["cpu_model"], "torch_threads": torch.get_num_threads(),
@@ -97,6 +96,7 @@ def main() -> None:
         print(f"{cell}: identical={not mismatches} {mismatches[:3]} ({t1 - t0:.0f} s, {t2 - t1:.0f} s)",
               file=sys.stderr, flush=True)
     print(json.dumps({k: out[k] for k in ("identical", "wall_s")}))
+
 
 if __name__ == "__main__":
     main()
