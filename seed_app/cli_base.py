@@ -1,7 +1,9 @@
 """What every ``seed`` command shares: bad input on one line, the common options, and the declaration of a command.
 
 A usage error (``SeedGroup``), a bad config or preset and a busy workspace (``pipeline_errors``) end in one line,
-``seed <command>: <what was wrong, what is allowed, the fix>``, and exit code 2, never a traceback. A command
+``seed <command>: <what was wrong, what is allowed, the fix>``, and exit code 2, never a traceback. Any other
+exception ends in one line too, ``seed <command>: unexpected <type>: <message> (at <our innermost file:line>);
+traceback in <log>``, and exit code 1 (``seed_app.crash``: the log's place and what it holds). A command
 module (``seed_app/cli_*.py``) declares its commands with ``command(...)``; ``seed_app/cli.py`` registers them.
 """
 
@@ -69,8 +71,13 @@ class SeedGroup(TyperGroup):
         except click_errors.ClickException as err:
             typer.echo(f"seed: {one_line(err.format_message())}", err=True)
             code = err.exit_code
-        except (click_errors.Abort, typer.Abort):
+        except typer.Abort:  # typer's own (typer >= 0.2x), or click's re-exported by older typers
             typer.echo("seed: aborted", err=True)
+            code = 1
+        except Exception as err:  # noqa: BLE001 - the one error path of the unforeseen (seed_app.crash)
+            from seed_app.crash import report
+
+            typer.echo(report(err, argv, argv[0] if argv and argv[0] in self.commands else ""), err=True)
             code = 1
         if not standalone_mode:
             return code
