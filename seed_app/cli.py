@@ -12,12 +12,14 @@
     seed serve                                 # the Prefect UI deployment (needs `seed ui`)
     seed table                                 # print reports/table.md
     seed preflight                             # go/no-go of SEED's mechanism on the Stage-1 checkpoint (exit 0/1)
-    seed doctor [--record]                     # does this CPU give the committed numerics' bits (exit 0/1)
+    seed doctor [--record]                     # does this CPU give the committed numerics' bits (exit 0/1/3)
 
 Bad input ends in one line, ``seed <command>: <what was wrong, what is allowed, the fix>``, and exit code 2,
 never a traceback: a usage error (``SeedGroup``), a bad config or preset, a missing model or data directory or an
 endpoint that does not answer (``seed_app.inputs``, checked before any server or stage starts), a busy
-workspace (``pipeline_errors``); the shared parts are in ``seed_app.cli_base``.
+workspace (``pipeline_errors``); the shared parts are in ``seed_app.cli_base``. Any other exception ends in one
+line too, naming it and our innermost file:line, with the traceback in a log the line names, and exit code 1
+(``seed_app.crash``).
 
 The commands live in one module per group, ``seed_app/cli_<group>.py`` (pipeline, pool, ui, preflight, doctor),
 each declared with ``cli_base.command(...)``; ``COMMANDS`` below registers them in the order ``seed --help`` lists

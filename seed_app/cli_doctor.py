@@ -48,10 +48,15 @@ VENDOR_HINT = ("seed doctor: one known cause is the CPU vendor: under the pinned
 """Printed under a DIFFERS verdict made under another MKL_CBWR than COMPATIBLE."""
 
 
+def same_cpu(record: dict[str, Any], reference: dict[str, Any]) -> bool:
+    """Whether two records were made on one CPU model with the same SIMD flags."""
+    return (record["cpu_model"], record["isa"]) == (reference["cpu_model"], reference["isa"])
+
+
 def doctor_main(results: Path, record: bool, golden: Callable[[], dict[str, Any]] | None = None) -> int:
     """Check the arguments, build and hash (``golden``, default ``run_golden``), print the verdict, append with
     ``record``; the exit code."""
-    from seed_core.golden import append, verdict
+    from seed_core.golden import DIFFERS, NO_RECORD, append, verdict
 
     records = read_records(results, record)
     typer.echo("seed doctor: building the golden testbed and one RL round under the pinned numerics (~1 min)")
@@ -59,27 +64,41 @@ def doctor_main(results: Path, record: bool, golden: Callable[[], dict[str, Any]
     code, lines = verdict(mine, records)
     for line in lines:
         typer.echo(line)
-    if "DIFFERS" in lines[-1] and mine["settings"].get("MKL_CBWR") != "COMPATIBLE":
+    if code == DIFFERS and mine["settings"].get("MKL_CBWR") != "COMPATIBLE":
         typer.echo(VENDOR_HINT)
+    if record and code == NO_RECORD and records and not same_cpu(mine, records[0]):
+        typer.echo(f"seed doctor: WARNING: this machine ({mine['cpu_model']}) becomes the reference of key "
+                   f"{mine['key']}, but the reference CPU is {records[0]['cpu_model']} with its SIMD flags (the first "
+                   "record): record there instead, or machines like the reference will read DIFFERS", err=True)
     if record:
         stored = append(results, mine)
         typer.echo(f"seed doctor: recorded this machine in {results} (match: {stored['match']}); commit it")
     return code
 
 
-@command(short_help="Check whether this CPU reproduces the committed numerics: exit 0 match, 1 differs, 2 bad input.")
+BAD_INPUT, BUILD_FAILED = 2, 4
+"""``seed doctor``'s exit codes besides the verdict's (``seed_core.golden``: 0 MATCH, 1 DIFFERS, 3 NO RECORD)."""
+
+
+@command(short_help="Check whether this CPU reproduces the committed numerics: exit 0 match, 1 differs, 2 bad input, "
+                    "3 no record for this code, 4 the build failed.")
 def doctor(record: Annotated[bool, typer.Option("--record", help="Append this machine's record to the results "
                                                                   "file (commit it).")] = False,
            results: Annotated[Optional[Path], typer.Option(
                metavar="FILE", help="The committed records; the default is benchmarks/results/numerics.json.")]
            = None) -> None:
-    """Check whether this CPU reproduces the committed numerics: exit 0 match, 1 differs, 2 bad input.
+    """Check whether this CPU reproduces the committed numerics.
 
     It builds a tiny testbed (a few pretraining steps) and one RL round in a temporary directory under the
     pinned CPU numerics (seed_core/numerics.py), hashes their weights and compares them with the first committed
-    record of the same code and libraries (seed_core/golden.py). A match means this machine can reproduce the
-    committed tables bit for bit; otherwise `seed run`'s statistical verdict is the one to go by. --record
-    appends this machine (CPU model, SIMD flags, settings, hashes, match) to the results file.
+    record of the same key: the numerics code (what the build runs, seed_core/golden.py) and the torch and
+    transformers versions. A match means this machine can reproduce the committed tables bit for bit; otherwise
+    `seed run`'s statistical verdict is the one to go by. --record appends this machine (CPU model, SIMD flags,
+    settings, hashes, match) to the results file.
+
+    Exit codes: 0 MATCH; 1 DIFFERS (this CPU gives other bits than the reference machine); 2 bad input (--results);
+    3 NO RECORD (no committed record of this code and these libraries: nothing to compare with; `seed doctor
+    --record` on the reference machine makes one); 4 the build itself failed.
     """
     from seed_core.golden import RESULTS
 
@@ -88,8 +107,8 @@ def doctor(record: Annotated[bool, typer.Option("--record", help="Append this ma
         code = doctor_main(path, record)
     except ValueError as err:  # bad input: before anything is built
         typer.echo(f"seed doctor: {one_line(str(err))}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(BAD_INPUT) from None
     except RuntimeError as err:  # the build itself failed: nothing to compare
         typer.echo(f"seed doctor: {one_line(str(err))}", err=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(BUILD_FAILED) from None
     raise typer.Exit(code)

@@ -1,23 +1,29 @@
-"""The numerics golden check behind ``seed doctor``: a tiny testbed and one RL round built under the pinned numerics
-(``seed_core.numerics``), hashed, and compared with the hashes committed in ``benchmarks/results/numerics.json``.
+"""The numerics golden check behind ``seed doctor``: the tiny testbed and RL round of ``seed_core.golden_build``,
+built under the pinned numerics (``seed_core.numerics``), hashed, and compared with the hashes committed in
+``benchmarks/results/numerics.json``.
 
 A machine whose CPU numerics differ from the committed reference machine's then says so up front, instead of
 silently producing another table (the testbed amplifies a last-bit difference through pretraining and RL).
 
-- ``build(workdir)``: the testbed of ``golden_config()`` (a few pretraining steps of a 2-layer Qwen2 on EZPoints)
-  and round 0 of RL (``seed``: rollouts, its own hindsight analysis, the teacher's scores, one update) from it;
-  returns the sha256 of each one's weights (the tensors' bytes in name order). ``python -m seed_core.golden
-  --out DIR`` runs it in a fresh interpreter, numerics pinned before torch loads, and prints ``machine_record``.
-- The hashes hold only for the same code and libraries: a record carries ``key`` (the sha256 of every file the
-  check can import, ``code_closure``, plus the torch and transformers versions), and records are compared only
-  under the same key. The first committed record of a key is its reference.
-- ``verdict(record, records)``: (exit code, lines): 0 the hashes match the reference's, 1 they differ or no
-  record of this key is committed (then ``seed doctor --record`` on the reference machine makes one).
+- ``python -m seed_core.golden --out DIR`` runs ``golden_build.build`` in a fresh interpreter, numerics pinned
+  before torch loads, and prints ``machine_record``.
+- The hashes hold only for the same numerics code and libraries: a record carries ``key`` (``key()``: the code of
+  ``numerics_files`` without docstrings, comments or layout, plus the torch and transformers versions), and records
+  are compared only under the same key. The first committed record of a key is its reference. ``numerics_files``
+  is the build's import closure under its own config's selection (the ezpoints env, the hf backend, seed's losses:
+  not alfworld's or vLLM's code) less ``NOT_NUMERICS``, so an edit to the CLI, the flows, a docstring or another
+  environment keeps the key, and an edit to a loss or the rollout makes a new one.
+  ``tests/unit/test_doctor.py`` fails when the committed file has no reference record of today's key (re-record:
+  ``seed doctor --record`` on the reference CPU, then commit the file), and, on the reference CPU, when today's
+  build does not give that record's hashes (code left out of the key that changes the bits).
+- ``verdict(record, records)``: (exit code, lines): ``MATCH`` (0) the hashes equal the reference's, ``DIFFERS``
+  (1) they do not, ``NO_RECORD`` (3) no record of this key is committed (``seed doctor --record`` on the reference
+  machine makes one). ``seed doctor`` adds 2 (bad input) and 4 (the build failed).
 """
-
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
 import os
@@ -27,60 +33,64 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from seed_core import numerics
+from seed_core.golden_build import build, golden_config, weights_sha256
+
+__all__ = ["MATCH", "DIFFERS", "NO_RECORD", "RESULTS", "append", "build", "golden_config", "key", "verdict",
+           "weights_sha256"]
 
 RESULTS = Path("benchmarks") / "results" / "numerics.json"
 """Under the project root: every machine the check was recorded on (``{"machines": [record, ...]}``)."""
-GOLDEN = {
-    "project.seed": 0, "model.device": "cpu", "env.name": "ezpoints", "env.max_steps": 2, "env.history_length": 0,
-    "testbed.episodes": 12, "testbed.epochs": 1, "testbed.hidden_size": 32, "testbed.layers": 2,
-    "testbed.vocab_size": 300, "testbed.batch_size": 8, "testbed.max_length": 512, "testbed.noise": 0.2,
-    "testbed.skill_fraction": 0.5, "testbed.analysis_fraction": 0.25, "testbed.lr": 2e-3,
-    "rl.algorithm": "seed", "rl.tasks_per_round": 2, "rl.group_size": 4, "rl.mini_batch_size": 16,
-    "rl.micro_batch_size": 8, "rl.lr": 1e-3, "rl.analyzer_max_new_tokens": 16, "generation.max_new_tokens": 8,
-    "generation.max_prompt_tokens": 512, "annotate.client": "oracle", "tracking.enabled": False,
+MATCH, DIFFERS, NO_RECORD = 0, 1, 3
+"""``verdict``'s exit codes (``seed doctor``'s 2 and 4 are bad input and a failed build)."""
+BUILD = "seed_core.golden_build"
+"""The module whose import closure is the numerics (``numerics_files``)."""
+NOT_NUMERICS = {
+    "seed_core/code_closure.py": "the static import scan behind code fingerprints: reads files, computes no float",
+    "seed_core/logs.py": "logging set-up: where lines go, not what is computed",
+    "seed_core/tracking.py": "MLflow logging, off in the golden config (tracking.enabled: false)",
+    "seed_core/endpoints.py": "service URLs and the project root from the environment",
+    "seed_core/stage_params.py": "which params keys each DVC stage reads (dvc.yaml's params lists)",
+    "seed_core/stage_code.py": "which registry entries a stage's code fingerprint reaches",
 }
-"""The check's config: small enough for seconds on 2 cores, every kind of op the pipeline's training uses."""
+"""Files of the build's closure that cannot change a weight (why, each): an edit to them keeps the key. Only code
+that is plainly bookkeeping goes here; on the reference CPU a test rebuilds and compares, which catches a wrong
+entry."""
 
 
-def golden_config() -> Any:
-    from seed_core.config import SeedConfig
-    from seed_core.loader import with_overrides
+def numerics_files() -> list[Path]:
+    """The files whose code the golden hashes depend on: what ``golden_build`` can run under ``golden_config``'s
+    selection of the registries (``seed_core.stage_code``, as the ``rl`` stage), less ``NOT_NUMERICS``; sorted."""
+    from seed_core.code_closure import ROOT, reachable
+    from seed_core.stage_code import RL_STAGE, selection
 
-    return with_overrides(SeedConfig(), GOLDEN)
-
-
-def weights_sha256(model_dir: Path) -> str:
-    """sha256 over the tensors of ``model.safetensors`` (name, dtype, shape, bytes), in name order."""
-    import torch
-    from safetensors.torch import load_file
-
-    h = hashlib.sha256()
-    for name, tensor in sorted(load_file(str(Path(model_dir) / "model.safetensors")).items()):
-        h.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}:".encode())
-        h.update(tensor.contiguous().view(-1).view(dtype=torch.uint8).numpy().tobytes())
-    return h.hexdigest()
+    files = reachable(BUILD, select=selection(RL_STAGE, golden_config()))
+    return sorted((f for f in files if f.relative_to(ROOT).as_posix() not in NOT_NUMERICS),
+                  key=lambda f: f.relative_to(ROOT).as_posix())
 
 
-def build(workdir: Path) -> dict[str, str]:
-    """Build the golden testbed and its RL round 0 under ``workdir``; the sha256 of each one's weights."""
-    from seed_core.stages.rl import round_dir, run_rl_round
-    from seed_core.testbed import build_testbed_model
-
-    cfg = golden_config()
-    testbed = build_testbed_model(cfg, Path(workdir) / "testbed")
-    run_rl_round(cfg, 0, testbed, Path(workdir) / "rl")
-    return {"testbed": weights_sha256(testbed), "rl_round": weights_sha256(round_dir(Path(workdir) / "rl", 0) /
-                                                                            "checkpoint")}
+def code_digest(path: Path) -> str:
+    """sha256 of the file's code without docstrings, comments and layout (``ast.unparse`` of the docstring-free
+    tree): an edit to what the module says about itself keeps the digest, an edit to what it does changes it."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.unparse(tree).encode()).hexdigest()
 
 
 def key() -> str:
-    """What the hashes depend on besides the CPU: the check's code (every file it can import) and the libraries."""
+    """What the hashes depend on besides the CPU: the numerics code (``numerics_files``, by ``code_digest``) and
+    the torch and transformers versions."""
     import torch
     import transformers
 
-    from seed_core.code_closure import fingerprint
+    from seed_core.code_closure import ROOT
 
-    text = fingerprint("seed_core.golden") + f"torch {torch.__version__}\ntransformers {transformers.__version__}\n"
+    text = "".join(f"{code_digest(f)}  {f.relative_to(ROOT).as_posix()}\n" for f in numerics_files())
+    text += f"torch {torch.__version__}\ntransformers {transformers.__version__}\n"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -100,7 +110,7 @@ def machine_record(hashes: dict[str, str], seconds: float) -> dict[str, Any]:
 
 
 def verdict(record: dict[str, Any], records: Sequence[dict[str, Any]]) -> tuple[int, list[str]]:
-    """``record`` against the committed ``records``: (0 match / 1 differs or nothing to compare with, lines)."""
+    """``record`` against the committed ``records``: (``MATCH``, ``DIFFERS`` or ``NO_RECORD``, lines)."""
     lines = [f"seed doctor: {record['cpu_model'] or 'unknown CPU'}, {len(record['isa'])} SIMD flags "
              f"({'avx512f' if 'avx512f' in record['isa'] else 'no avx512f'}), torch {record['torch']} at "
              f"{record['cpu_capability']} with {record['torch_threads']} threads, "
@@ -108,22 +118,22 @@ def verdict(record: dict[str, Any], records: Sequence[dict[str, Any]]) -> tuple[
              *(f"  {name}: {digest}" for name, digest in record["hashes"].items())]
     same_key = [r for r in records if r.get("key") == record["key"]]
     if not same_key:
-        return 1, [*lines, f"seed doctor: no committed record for this code and these libraries (key {record['key']}); "
-                           f"`seed doctor --record` on the reference machine makes one ({len(records)} records of "
-                           f"other code are committed)"]
+        return NO_RECORD, [*lines, f"seed doctor: NO RECORD for this numerics code and these libraries (key "
+                                   f"{record['key']}): nothing to compare with; `seed doctor --record` on the "
+                                   f"reference machine makes one ({len(records)} records of other keys are committed)"]
     ref = same_key[0]
     others = ", ".join(f"{r['cpu_model']} ({'match' if r['hashes'] == ref['hashes'] else 'differs'})"
                        for r in same_key[1:])
     seen = f"; also recorded with this key: {others}" if others else ""
     if record["hashes"] == ref["hashes"]:
-        return 0, [*lines, f"seed doctor: MATCH: the same bits as the reference machine ({ref['cpu_model']}, "
-                           f"{ref['recorded']}){seen}; runs here are expected to reproduce tables made there with this code "
-                           f"bit for bit"]
+        return MATCH, [*lines, f"seed doctor: MATCH: the same bits as the reference machine ({ref['cpu_model']}, "
+                               f"{ref['recorded']}){seen}; runs here are expected to reproduce tables made there with "
+                               f"this code bit for bit"]
     differ = ", ".join(name for name, digest in record["hashes"].items() if ref["hashes"].get(name) != digest)
-    return 1, [*lines, f"seed doctor: DIFFERS ({differ}) from the reference machine ({ref['cpu_model']} under "
-                       + ", ".join(f"{k}={v or '(native)'}" for k, v in ref["settings"].items()) + f"){seen}; "
-                       "this machine's tables will not be bit-identical to the committed ones: judge them by "
-                       "`seed run`'s statistical verdict"]
+    return DIFFERS, [*lines, f"seed doctor: DIFFERS ({differ}) from the reference machine ({ref['cpu_model']} "
+                             "under " + ", ".join(f"{k}={v or '(native)'}" for k, v in ref["settings"].items())
+                             + f"){seen}; this machine's tables will not be bit-identical to the committed ones: "
+                             "judge them by `seed run`'s statistical verdict"]
 
 
 def append(path: Path, record: dict[str, Any]) -> dict[str, Any]:

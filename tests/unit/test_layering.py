@@ -84,7 +84,7 @@ LAYERS = (  # lowest first; a module may import its own layer or lower ones, nev
     ("builders", ("model_builders", "testbed")),
     ("loader", ("loader", "generate_data", "preflight", "mechanism", "side_tables")),
     ("stages", ("stages",)),
-    ("pipeline", ("sweep", "sweep_report", "sweep_cells", "sweep_committed", "golden")),
+    ("pipeline", ("sweep", "sweep_report", "sweep_cells", "sweep_committed", "golden", "golden_build")),
 )
 
 
