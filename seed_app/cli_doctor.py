@@ -49,8 +49,9 @@ VENDOR_HINT = ("seed doctor: one known cause is the CPU vendor: under the pinned
 
 
 def same_cpu(record: dict[str, Any], reference: dict[str, Any]) -> bool:
-    """Whether two records were made on one CPU model with the same SIMD flags."""
-    return (record["cpu_model"], record["isa"]) == (reference["cpu_model"], reference["isa"])
+    """Whether two records were made on one CPU model. Not the SIMD flags: machines of the reference's model
+    without its avx_vnni and avx512_vp2intersect gave its bits (2026-12-03), the pins keep every library at AVX2."""
+    return record["cpu_model"] == reference["cpu_model"]
 
 
 def doctor_main(results: Path, record: bool, golden: Callable[[], dict[str, Any]] | None = None) -> int:
@@ -68,8 +69,8 @@ def doctor_main(results: Path, record: bool, golden: Callable[[], dict[str, Any]
         typer.echo(VENDOR_HINT)
     if record and code == NO_RECORD and records and not same_cpu(mine, records[0]):
         typer.echo(f"seed doctor: WARNING: this machine ({mine['cpu_model']}) becomes the reference of key "
-                   f"{mine['key']}, but the reference CPU is {records[0]['cpu_model']} with its SIMD flags (the first "
-                   "record): record there instead, or machines like the reference will read DIFFERS", err=True)
+                   f"{mine['key']}, but the reference CPU is {records[0]['cpu_model']} (the first record): record "
+                   "there instead, or machines like the reference will read DIFFERS", err=True)
     if record:
         stored = append(results, mine)
         typer.echo(f"seed doctor: recorded this machine in {results} (match: {stored['match']}); commit it")
