@@ -27,6 +27,12 @@ mini-batch (token-means over the whole mini-batch, seed-algorithm.md §1.7):
 | seed_ungated | sft | ``policy`` | hindsight_after_task_line | 1 | gated OPD | GRPO | gate_beta 0 | (control) |
 | seed_oracle | sft | ``oracle`` | hindsight_after_task_line | 1 | gated OPD | GRPO | | (control) |
 | opsd_oracle | sft | ``oracle`` | hindsight_after_task_line | 0 | gated OPD | GRPO | pg_coef 0 | (control) |
+| seed_static_shuffled | sft | ``checkpoint`` | hindsight_shuffled | 1 | gated OPD | GRPO | | (control) |
+| seed_static_empty | sft | ``checkpoint`` | hindsight_empty | 1 | gated OPD | GRPO | | (control) |
+| grpo_sft_probe | sft | ``policy`` (audited, unused) | - | 1 | - | GRPO | | (probe) |
+| seed_ema | sft | ``policy``, governance ``ema`` | hindsight_after_task_line | 1 | gated OPD | GRPO | | (governance) |
+| seed_gated | sft | ``policy``, governance ``gated`` | hindsight_after_task_line | 1 | gated OPD | GRPO | | (governance) |
+| seed_anchored | sft | ``policy``, governance ``anchored`` | hindsight_after_task_line | 1 | gated OPD + anchor | GRPO | | (governance) |
 
 **Where a run starts** (``init``, seed-algorithm.md §8): the paper's baseline block is shared cell for cell with
 SDAR's table, whose runs have no Stage 1, so every baseline starts from the base model (``data/models/base``);
@@ -42,6 +48,18 @@ self-imitation of sampled tokens; ``seed_ungated`` is SEED with beta = 0 (g = 0.
 SEED whose skills come from the environment's rule-based oracle (``CLIENTS["oracle"]``) instead of self-analysis
 ("distillation works" vs "self-analysis works"); ``opsd_oracle`` is distillation alone (no policy gradient) with
 the oracle's skills, the positive control.
+
+What each control holds fixed (issue 39): ``seed_shuffled`` and ``seed_empty`` hold SEED's *live* analyzer and its
+parse mask (a trajectory whose analysis failed gets no teacher in them either); their teacher's skill is always
+another task's with a different answer (``hindsight_shuffled``), or an empty skill section (``hindsight_empty``:
+the teacher prompt differs from the student's by the empty section's title). ``seed_static_shuffled`` and
+``seed_static_empty`` are the same two teachers under SEED-static's *frozen* analyzer and mask, so SEED-static minus
+each measures the frozen skill's content with the analyzer held fixed. ``grpo_sft_probe`` is GRPO from the SFT
+checkpoint (``seed_no_opd``) that also analyzes its rollouts with its own weights and audits them, but has no
+teacher: its analyses never reach the loss, so its analysis drift is the policy gradient's alone.
+
+**Governed analyzers** (issue 39, ``GOVERNED``): SEED whose analyzer follows the policy under another mode of
+``seed_core.analyzer.governance`` (``ema``, ``gated``, ``anchored``); the paper's ``seed`` is ``live``.
 
 One owner per coefficient: a value an algorithm *defines* (GRPO+OPSD is beta = 0; OPSD has no policy
 gradient; Skill-SD's loss and lambda) lives in ``fixed`` here; every other value is the config's.
@@ -83,6 +101,15 @@ class Algorithm:
     """Row label in the report (the paper's name)."""
     init: str = "base"
     """Where the run starts (and its KL reference): ``base`` (the base model) or ``sft`` (the Stage-1 checkpoint)."""
+    governance: str | None = None
+    """How a self-analyzer's weights follow the policy: a key in ``seed_core.analyzer.governance.GOVERNANCE``
+    (``ema``, ``gated``, ``anchored``); None = what the analyzer implies (``analyzer_governance``)."""
+
+    @property
+    def analyzer_governance(self) -> str | None:
+        """The governance mode of the policy's own analyzer: ``governance``, else ``live`` for the ``policy``
+        analyzer and ``frozen`` for the Stage-1 ``checkpoint``; None for the oracle, Stage-1 client or no analyzer."""
+        return self.governance or {"policy": "live", "checkpoint": "frozen"}.get(self.analyzer or "")
 
     @property
     def needs_teacher(self) -> bool:
@@ -134,6 +161,17 @@ for _algo in (
               init="sft"),
     Algorithm("opsd_oracle", analyzer="oracle", context=HINDSIGHT, distill=True, fixed=(("pg_coef", 0.0),),
               label="OPSD (oracle skills)", init="sft"),
+    Algorithm("seed_static_shuffled", analyzer="checkpoint", context=SHUFFLED, distill=True,
+              label="SEED-static (shuffled skill)", init="sft"),
+    Algorithm("seed_static_empty", analyzer="checkpoint", context=EMPTY, distill=True,
+              label="SEED-static (empty skill)", init="sft"),
+    Algorithm("seed_ema", analyzer="policy", governance="ema", context=HINDSIGHT, distill=True,
+              label="SEED (EMA analyzer)", init="sft"),
+    Algorithm("seed_gated", analyzer="policy", governance="gated", context=HINDSIGHT, distill=True,
+              label="SEED (gated analyzer)", init="sft"),
+    Algorithm("seed_anchored", analyzer="policy", governance="anchored", context=HINDSIGHT, distill=True,
+              label="SEED (anchored analyzer)", init="sft"),
+    Algorithm("grpo_sft_probe", analyzer="policy", label="GRPO from SFT (analysis probe)", init="sft"),
 ):
     ALGORITHMS.register(_algo.name)(_algo)
 
@@ -143,11 +181,15 @@ INITS = ("base", "sft")
 ABLATIONS = ("seed", "seed_no_sft", "seed_no_opd", "seed_static_library", "seed_static")
 """The rows of the paper's ablation table (Table 2), SEED first; each other row's drop is measured against it."""
 
-CONTROLS = ("seed_shuffled", "seed_empty", "seed_ungated", "seed_oracle", "opsd_oracle")
-"""The mechanism controls (issue 25): each is compared with SEED (module docstring)."""
+CONTROLS = ("seed_shuffled", "seed_empty", "seed_ungated", "seed_oracle", "opsd_oracle", "seed_static_shuffled",
+            "seed_static_empty", "grpo_sft_probe")
+"""The mechanism controls (issues 25, 39): each holds one part of SEED or SEED-static fixed (module docstring)."""
+
+GOVERNED = ("seed_ema", "seed_gated", "seed_anchored")
+"""SEED with a governed analyzer (issue 39, ``seed_core.analyzer.governance``): the lab's rows, after the controls."""
 
 PAPER_ORDER = ("vanilla", "sft", "opsd", "grpo", "skill_grpo", "grpo_opsd", "skill_sd", "rlsd", "sdar", "opid",
-               "opid_self", "seed_static", "seed", "seed_no_sft", "seed_no_opd", "seed_static_library", *CONTROLS)
+               "opid_self", "seed_static", "seed", "seed_no_sft", "seed_no_opd", "seed_static_library", *CONTROLS, *GOVERNED)
 """Report row order of the policies (the OPID/SDAR main table, seed-algorithm.md §5.1: Vanilla, OPSD, GRPO,
 Skill-GRPO, GRPO+OPSD, Skill-SD, RLSD, SDAR, OPID; then SEED-static, SEED). ``seed_core.methods`` adds the
 "*" rows and the labels; every registered algorithm must be listed (tests/unit/test_methods.py). The ablations
@@ -158,6 +200,8 @@ def algorithm_parts(algorithm: Algorithm) -> tuple[str, ...]:
     """The parts of ``algorithm`` that read keys of their own (``seed_core.stage_params.RL_PART_KEYS``)."""
     analyzer = {"policy": ("self_analyzer",), "checkpoint": ("self_analyzer", "frozen_analyzer"),
                 "annotate": ("stage1_analyzer",), "oracle": ("oracle_analyzer",)}.get(algorithm.analyzer or "", ())
+    analyzer += {"ema": ("ema_analyzer",), "gated": ("gated_analyzer",), "anchored": ("anchor",)}.get(
+        algorithm.governance or "", ())
     gated = algorithm.distill and dict(algorithm.fixed).get("distill_loss", GATED_LOSS) == GATED_LOSS
     return (*(("distill",) if algorithm.distill else ()), *(("gate",) if gated else ()),
             *((algorithm.shaping,) if algorithm.shaping else ()),
@@ -211,4 +255,5 @@ def effective_tags(rl: "RLConfig", algorithm: Algorithm) -> dict[str, str]:
     return {"algo/context": algorithm.context or "none",
             "algo/student_skills": str(algorithm.student_skills).lower(),
             "algo/distill_loss": rl.distill_loss if algorithm.distill else "none",
-            "algo/analyzer": algorithm.analyzer or "none"}
+            "algo/analyzer": algorithm.analyzer or "none",
+            "algo/governance": algorithm.analyzer_governance or "none"}

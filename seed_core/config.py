@@ -363,6 +363,17 @@ class RLConfig(Section):
     analyzer_max_new_tokens: int = Field(256, ge=1)
     analyzer_checkpoint: str = ""
     """Frozen analyzer for ``seed_static``/``sdar``/``grpo_opsd``; empty = the Stage-1 checkpoint."""
+    analyzer_ema_rate: float = Field(0.1, ge=0.0, le=1.0)
+    """``ema`` governance: phi <- (1 - a) phi + a theta after every round's update (``seed_core.analyzer.governance``)."""
+    audit_panel_tasks: int = Field(32, ge=1, le=4096)
+    """``gated`` governance: held-out tasks in the fixed audit panel, one episode each."""
+    audit_tolerance: float = Field(0.05, ge=0.0, le=1.0)
+    """``gated`` governance: a refresh passes when the candidate's panel parse rate and correctness are each at
+    least the analyzer-in-use's minus this."""
+    anchor_coef: float = Field(0.01, ge=0.0)
+    """``anchored`` governance: c_sg, the weight of SEED's skill-generation loss (its launchers: 0.01)."""
+    anchor_kl_coef: float = Field(0.01, ge=0.0)
+    """``anchored`` governance: c_kl, the weight of the KL anchor to the Stage-1 model on analysis tokens (ours)."""
     save_every: int = Field(10, ge=0)
     """Resume points: every N-th round writes its checkpoint with optimizer state (a killed run restarts after
     the newest one); 0 = only the last round. The last round always does (raising ``rl.rounds`` continues

@@ -37,7 +37,8 @@ from typing import Any, Sequence
 
 from seed_core.config import SeedConfig
 from seed_core.io import KnownError
-from seed_core.types import AnnotationRecord, StepRecord, Task
+from seed_core.analyzer.audit import skill_correct_metrics, skill_correctness  # noqa: F401  (re-exported)
+from seed_core.types import StepRecord, Task
 
 MISMATCH_MARGIN = 0.05
 """A mismatched skill "does not raise" P(expert action): mismatched - plain <= this."""
@@ -156,24 +157,6 @@ def success_rate(records: Sequence[StepRecord]) -> float:
     for r in records:
         won[r.traj_id] = won.get(r.traj_id, False) or bool(r.success)
     return sum(won.values()) / len(won) if won else math.nan
-
-
-def skill_correctness(judge: Any, annotations: Sequence[AnnotationRecord], tasks: dict[str, Task]) -> float | None:
-    """#{analyses whose parsed episode skill ``judge(task, skill)`` accepts} / #analyses (a failed parse is a wrong
-    skill); ``tasks``: traj_id -> Task. None without a judge or without analyses."""
-    if judge is None or not annotations:
-        return None
-    return sum(bool(a.ok and judge(tasks[a.traj_id], a.episode_skill)) for a in annotations) / len(annotations)
-
-
-def skill_correct_metrics(env: Any, annotations: Sequence[AnnotationRecord], records: Sequence[StepRecord],
-                          tasks: dict[str, Task], prefix: str) -> dict[str, float]:
-    """``<prefix>/skill_correct`` (``skill_correctness``) of a round's analyses, when the environment has a judge;
-    ``tasks``: task_id -> Task, ``records`` give each trajectory's task."""
-    by_traj = {r.traj_id: tasks[r.task_id] for r in records}
-    value = skill_correctness(getattr(env, "judge_skill", None), [a for a in annotations if a.traj_id in by_traj],
-                              by_traj)
-    return {} if value is None else {f"{prefix}/skill_correct": value}
 
 
 # --- held-out measures -------------------------------------------------------------------------------------------

@@ -58,8 +58,9 @@ def require_tasks(tasks: Sequence[Task], cfg: SeedConfig, split: str, wanted: in
 
 
 def task_seed(cfg: SeedConfig, stage: str, index: int = 0) -> int:
-    """Deterministic, stage-separated task seeds (collect, rl round i, eval never share tasks by accident)."""
-    offsets = {"collect": 0, "rl": 100_000, "eval": 900_000}
+    """Deterministic, stage-separated task seeds (collect, rl round i, the gated analyzer's audit panel, eval never
+    share tasks by accident)."""
+    offsets = {"collect": 0, "rl": 100_000, "audit": 500_000, "eval": 900_000}
     return cfg.project.seed * 1_000_003 + offsets[stage] + index * 1_000
 
 

@@ -69,7 +69,7 @@ def _make_worker(cfg: SeedConfig) -> _Worker:
 def run_annotate(cfg: SeedConfig, collect_dir: Path, out_dir: Path, tracker: Tracker | None = None) -> dict[str, float]:
     from seed_core.analyzer.annotate import sft_examples
     from seed_core.analyzer.cache import AnnotationCache, analyzer_identity, trajectory_key
-    from seed_core.mechanism import skill_correct_metrics
+    from seed_core.analyzer.audit import skill_correct_metrics
     from seed_core.rollout.collector import group_by_trajectory
 
     collect_dir, out_dir = Path(collect_dir), Path(out_dir)

@@ -27,17 +27,16 @@ from typing import Any
 import torch
 
 from seed_core.algorithms import ALGORITHMS, effective_config, effective_tags, effective_values
-from seed_core.analyzer.parse import skill_metrics
 from seed_core.config import SeedConfig
 from seed_core.numerics import write_resolved
 from seed_core.io import (DataFileError, KnownError, atomic_write_text, read_metrics, swap_dir, write_json,
                           write_records)
 from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.logs import Progress
-from seed_core.mechanism import skill_correct_metrics
 from seed_core.preflight import ServiceUnavailableError, check_services
 from seed_core.resume import StaleRoundsError, check_rounds, rl_fingerprint
 from seed_core.task_sets import require_tasks, task_seed, write_tasks
+from seed_core.stages import rl_analyzer
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import AnnotationRecord, StepRecord
 
@@ -101,7 +100,7 @@ def _prune_checkpoints(out_dir: Path, round_idx: int) -> None:
     point a rerun restarts from) and every ``weights/`` but this round's (the next round's vLLM source)."""
     current = round_dir(out_dir, round_idx).name
     points = sorted(p.parent.name for p in Path(out_dir).glob("round_*/checkpoint") if p.parent.name <= current)
-    for ckpt in Path(out_dir).glob("round_*/checkpoint"):
+    for ckpt in [*Path(out_dir).glob("round_*/checkpoint"), *Path(out_dir).glob("round_*/analyzer")]:
         if ckpt.parent.name in points[:-1]:
             shutil.rmtree(ckpt, ignore_errors=True)
     for weights in Path(out_dir).glob("round_*/weights"):
@@ -173,6 +172,8 @@ class RoundState:
     annotations: list[AnnotationRecord] = field(default_factory=list)
     """This process's analyses, likewise."""
     metrics: dict[str, float] = field(default_factory=dict)
+    governance: dict[str, Any] = field(default_factory=dict)
+    """The analyzer governance's state (``seed_core.stages.rl_analyzer``): own weights, panel, skill gains."""
 
 
 def run_rl_round(
@@ -206,9 +207,10 @@ def run_rl_round(
     start = None if carried else _resume_from(cfg, out_dir, round_idx, init_checkpoint)
     check_services(cfg, analyzer=cfg.annotate.client if algorithm.analyzer == "annotate" else algorithm.analyzer)
     state = _set_up(cfg, round_idx, algorithm, init_checkpoint, start, carry if carried else None)
+    rl_analyzer.set_up(state, start, out_dir, carried.get("governance") if carried else None)
     _play(state)
-    _analyze(state, analyzer_checkpoint, init_checkpoint)
-    _update(state, _score(state))
+    rl_analyzer.analyze(state, analyzer_checkpoint, init_checkpoint)
+    _update(state, _score(state), init_checkpoint)
     _persist(state, out_dir, final, carry, tracker)
     return state.metrics
 
@@ -311,34 +313,6 @@ def _play(state: RoundState) -> None:
     state.metrics = {"time/rollout_s": time.perf_counter() - t0, **effective_values(cfg.rl, algorithm)}
 
 
-def _analyze(state: RoundState, analyzer_checkpoint: Path | None, init_checkpoint: Path) -> None:
-    """Analyze: the algorithm's analyzer (none, the policy itself, a frozen checkpoint or the Stage-1 analyzer)
-    writes an episode skill (and step skills) for each trajectory; ``analysis/*`` metrics."""
-    from seed_core.analyzer.annotate import annotate_trajectories
-    from seed_core.analyzer.clients import CLIENTS
-    from seed_core.rollout.collector import group_by_trajectory
-
-    cfg, algorithm, metrics = state.cfg, state.algorithm, state.metrics
-    t0 = time.perf_counter()
-    if algorithm.analyzer is not None:
-        frozen = None  # only the ``checkpoint`` analyzer reads rl.analyzer_checkpoint (default: the start)
-        if algorithm.analyzer == "checkpoint":
-            frozen = analyzer_checkpoint or Path(cfg.rl.analyzer_checkpoint or init_checkpoint)
-        # ``annotate``: the Stage-1 analyzer (OPID's external LLM; the offline ``oracle`` by default)
-        client_name = cfg.annotate.client if algorithm.analyzer == "annotate" else algorithm.analyzer
-        client = CLIENTS.get(client_name)(cfg, env=state.env, backend=state.backend, checkpoint=frozen)
-        state.annotations = annotations = annotate_trajectories(
-            group_by_trajectory(state.records), {t.task_id: t for t in state.tasks}, client,
-            parse_attempts=cfg.annotate.parse_attempts, policy_version=state.version, env=state.env,
-            max_step_skills=cfg.rl.max_step_skills if algorithm.step_skills else 0)
-        metrics["analysis/parse_ok_rate"] = sum(a.ok for a in annotations) / max(len(annotations), 1)
-        metrics.update(skill_metrics([a.episode_skill for a in annotations if a.ok], "analysis"))
-        # issue 25: the share of this round's analyses the environment's judge accepts (envs with an oracle judge)
-        metrics.update(skill_correct_metrics(state.env, annotations, state.records,
-                                             {t.task_id: t for t in state.tasks}, "analysis"))
-    metrics["time/analysis_s"] = time.perf_counter() - t0
-
-
 def _score(state: RoundState) -> Any:
     """Score: the round's step samples, gathered from every process (``RLSamples``): prompt and response ids,
     each step's score (episode return minus ``env.invalid_action_penalty`` for an invalid format) and, for an
@@ -358,7 +332,7 @@ def _score(state: RoundState) -> Any:
                           state.comm)
 
 
-def _update(state: RoundState, samples: Any) -> None:
+def _update(state: RoundState, samples: Any, init_checkpoint: Path) -> None:
     """Update: ``rl_update`` (L = pg_coef L_PPO(A') - c_ent H + kl_coef KL + opd_coef L_OPD, see
     ``seed_core.trainer.rl_step``), the weight-sync check, then the round's ``rollout/*`` metrics over every
     process's records and its throughput; every metric a float."""
@@ -366,6 +340,7 @@ def _update(state: RoundState, samples: Any) -> None:
     from seed_core.trainer.rl_step import rl_update
 
     cfg, metrics = state.cfg, state.metrics
+    rl_analyzer.before_update(state, samples)
     metrics.update(rl_update(state.policy.model, state.optimizer, samples, cfg=cfg.rl, algorithm=state.algorithm,
                              pad_id=state.policy.tokenizer.pad_token_id, ref_model=state.ref,
                              accelerator=state.accelerator, seed=state.seed, step=state.round_idx))
@@ -376,6 +351,7 @@ def _update(state: RoundState, samples: Any) -> None:
     state.annotations = state.comm.gather_lists(state.annotations)
     metrics.update(rollout_metrics(state.records, "rollout"))
     metrics["rl/tokens_per_s"] = metrics.get("rollout/response_tokens", 0.0) / max(metrics["time/round_s"], 1e-9)
+    rl_analyzer.after_update(state, init_checkpoint)  # the analyzer's governance step (ema, gated, anchored)
     log.info("rl %s round %d: success rate %.3f, loss %.4f, %.0f s", cfg.rl.algorithm, state.round_idx,
              metrics.get("rollout/success_rate", float("nan")), metrics.get("rl/total_loss", float("nan")),
              metrics["time/round_s"])
@@ -396,6 +372,7 @@ def _persist(state: RoundState, out_dir: Path, final: Path, carry: RoundCarry | 
         work.mkdir(parents=True)
     if carry is None or is_resume_point(cfg, round_idx):
         save_policy(accelerator, policy.model, policy.tokenizer, work / "checkpoint", state.optimizer)
+        rl_analyzer.save(state, work)  # an own-weights analyzer resumes from here too
         policy = replace(policy, source=final / "checkpoint")
     elif cfg.generation.backend == "vllm":  # the engines load the next round's weights from disk
         save_policy(accelerator, policy.model, policy.tokenizer, work / "weights")
@@ -414,7 +391,8 @@ def _persist(state: RoundState, out_dir: Path, final: Path, carry: RoundCarry | 
     accelerator.wait_for_everyone()
     if carry is not None:
         carry.round_idx = round_idx
-        carry.state = {"accelerator": accelerator, "policy": policy, "optimizer": state.optimizer, "ref": state.ref}
+        carry.state = {"accelerator": accelerator, "policy": policy, "optimizer": state.optimizer, "ref": state.ref,
+                       "governance": state.governance}
 
 
 def finalize_rl(cfg: SeedConfig, out_dir: Path) -> dict[str, float]:

@@ -22,9 +22,9 @@ from seed_core.mechanism import (
     PreflightReport,
     action_probability,
     override_thresholds,
-    skill_correctness,
     success_rate,
 )
+from seed_core.analyzer.audit import skill_correctness
 from seed_core.skill_insert import EPISODE_SKILL_TITLE
 from seed_core.trainer.mechanism import (
     NO_SPAN,

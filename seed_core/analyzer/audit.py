@@ -1,0 +1,91 @@
+"""The analyzer audit: how sound a round's hindsight analyses are (issue 39), for every row that analyzes.
+
+Every analyzing round logs, under ``<prefix>/`` (``analysis/`` for the round's own analyses, ``audit/`` for a
+governance panel):
+
+* ``parse_ok_rate`` = #{analyses with a non-empty parsed ``episode_skill``} / #analyses;
+* the failure categories, each a share of all analyses, summing to 1 - parse_ok_rate (``failure_category``):
+  ``fail_truncated`` (the answer used the whole ``analyzer_max_new_tokens`` budget and did not parse),
+  ``fail_invalid_json`` (no JSON object), ``fail_missing_field`` (no ``episode_skill``), ``fail_empty_skill``
+  (an empty one) and ``fail_call`` (the client returned no usable text);
+* ``skill_correct`` = #{analyses whose parsed skill the environment's ``judge_skill`` accepts} / #analyses (a
+  failed parse counts as wrong), where the environment has a judge.
+
+Teacher coverage and the teacher gap at decision tokens come from the update (``rl/teacher_coverage``,
+``rl/teacher_gap_decision``, ``seed_core.trainer.rl_step``). ``warn_if_unsound`` prints one warning line when a
+round's parse rate falls below ``PARSE_WARN_BELOW``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+from seed_core.types import AnnotationRecord, StepRecord, Task
+
+log = logging.getLogger(__name__)
+
+FAILURES = ("truncated", "invalid_json", "missing_field", "empty_skill", "call")
+"""The failure categories of an analysis that did not parse, in the order ``failure_category`` tests them."""
+
+PARSE_WARN_BELOW = 0.5
+"""A round whose analyses parse less often than this gets one warning line: its teacher is mostly absent (the
+mechanism lab's live analyzer fell from 0.99 to 0.21 over 20 rounds; SEED-static's frozen one stayed >= 0.96)."""
+
+
+def failure_category(record: AnnotationRecord, max_new_tokens: int) -> str | None:
+    """Why ``record`` gave no skill (one of ``FAILURES``), or None when it parsed. Truncation wins over the parse
+    error it causes: an answer cut at the token budget is a length problem, not a format one."""
+    if record.ok:
+        return None
+    if record.completion_tokens >= max_new_tokens > 0:
+        return "truncated"
+    error = record.error or ""
+    if "no JSON object" in error:
+        return "invalid_json"
+    if "is missing" in error:
+        return "missing_field"
+    if "is empty" in error or (record.parse_status == "ok" and not record.episode_skill.strip()):
+        return "empty_skill"
+    return "call"
+
+
+def skill_correctness(judge: Any, annotations: Sequence[AnnotationRecord], tasks: dict[str, Task]) -> float | None:
+    """#{analyses whose parsed episode skill ``judge(task, skill)`` accepts} / #analyses (a failed parse is a wrong
+    skill); ``tasks``: traj_id -> Task. None without a judge or without analyses."""
+    if judge is None or not annotations:
+        return None
+    return sum(bool(a.ok and judge(tasks[a.traj_id], a.episode_skill)) for a in annotations) / len(annotations)
+
+
+def skill_correct_metrics(env: Any, annotations: Sequence[AnnotationRecord], records: Sequence[StepRecord],
+                          tasks: dict[str, Task], prefix: str) -> dict[str, float]:
+    """``<prefix>/skill_correct`` (``skill_correctness``) of a round's analyses, when the environment has a judge;
+    ``tasks``: task_id -> Task, ``records`` give each trajectory's task."""
+    by_traj = {r.traj_id: tasks[r.task_id] for r in records}
+    value = skill_correctness(getattr(env, "judge_skill", None), [a for a in annotations if a.traj_id in by_traj],
+                              by_traj)
+    return {} if value is None else {f"{prefix}/skill_correct": value}
+
+
+def audit_metrics(env: Any, annotations: Sequence[AnnotationRecord], records: Sequence[StepRecord],
+                  tasks: dict[str, Task], max_new_tokens: int, prefix: str) -> dict[str, float]:
+    """Parse rate, the failure categories and (with a judge) correctness of ``annotations`` (module docstring)."""
+    n = max(len(annotations), 1)
+    categories = [failure_category(a, max_new_tokens) for a in annotations]
+    out = {f"{prefix}/parse_ok_rate": sum(c is None for c in categories) / n}
+    out.update({f"{prefix}/fail_{name}": categories.count(name) / n for name in FAILURES})
+    out.update(skill_correct_metrics(env, annotations, records, tasks, prefix))
+    return out
+
+
+def warn_if_unsound(metrics: dict[str, float], algorithm: str, round_idx: int, prefix: str = "analysis") -> bool:
+    """One warning line when the round's parse rate is below ``PARSE_WARN_BELOW``; returns whether it warned."""
+    rate = metrics.get(f"{prefix}/parse_ok_rate")
+    if rate is None or rate >= PARSE_WARN_BELOW:
+        return False
+    worst = max(FAILURES, key=lambda name: metrics.get(f"{prefix}/fail_{name}", 0.0))
+    log.warning("rl %s round %d: the analyzer parsed %.0f%% of its analyses (below %.0f%%; most failures: %s, "
+                "%.0f%%): its teacher is mostly absent this round; see %s/* in curve.csv", algorithm, round_idx,
+                100 * rate, 100 * PARSE_WARN_BELOW, worst, 100 * metrics.get(f"{prefix}/fail_{worst}", 0.0), prefix)
+    return True
