@@ -23,10 +23,12 @@ import argparse
 import json
 import os
 import platform
+import sys
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # benchmarks/confirmatory.py, imported as benchmarks.confirmatory
 ALIASES = {"seed-shuffled": "seed-seed_shuffled"}
 """The issue's short names of comparisons (issue 25 "What must be true") -> the sweep's ``a-b`` names."""
 PREFLIGHT_KEYS = ("perf_gap", "p_expert", "skill_correct", "grad_ratio", "zero_adv_groups", "success", "decision",
@@ -50,18 +52,21 @@ and SEED-static against Skill-GRPO*. Kept here, not in seed_core: an edit there 
 
 
 def paired(a: list[float], b: list[float]) -> dict[str, Any]:
-    """A comparison as the sweep writes it: the paired mean difference and P(a > b), each with its 95% CI."""
-    from seed_core.stats import paired_difference, probability_of_improvement
+    """A comparison of paired per-seed scores: the mean difference and its CI, paired wins, the exact sign-flip p
+    and the unpaired P(a > b) (``benchmarks/confirmatory.compare``; ``p_holm`` comes with its family)."""
+    from benchmarks.confirmatory import compare
 
-    return {**paired_difference(a, b), **probability_of_improvement(a, b)}
+    return compare(a, b)
 
 
 def comparisons(learning: dict[str, Any]) -> dict[str, Any]:
-    out = dict(learning.get("comparisons", {}))
+    """Every comparison of the sweep and ``LAB_COMPARISONS`` recomputed from the per-seed held-out success
+    (fractions), Holm-corrected over all of them as one family (the exploratory lab's 18 did not correct)."""
+    from benchmarks.confirmatory import family_block
+
     methods = learning.get("methods", {})
-    for a, b in LAB_COMPARISONS:
-        if a in methods and b in methods and f"{a}-{b}" not in out:
-            out[f"{a}-{b}"] = paired(methods[a]["per_seed"], methods[b]["per_seed"])
+    names = list(dict.fromkeys([*learning.get("comparisons", {}), *(f"{a}-{b}" for a, b in LAB_COMPARISONS)]))
+    out = family_block({m: s["per_seed"] for m, s in methods.items()}, names)
     for short, name in ALIASES.items():
         if name in out:
             out[short] = out[name]
@@ -180,8 +185,12 @@ def outcomes(methods: dict[str, Any]) -> dict[str, dict[str, int]]:
     return out
 
 
-ROUND_KEYS = ("analysis/skill_correct", "analysis/parse_ok_rate", "rl/grad_ratio", "rl/teacher_gap_decision",
-              "rollout/format_valid_rate")
+ROUND_KEYS = ("analysis/skill_correct", "analysis/parse_ok_rate", "analysis/fail_truncated", "analysis/fail_invalid_json",
+              "analysis/fail_missing_field", "analysis/fail_empty_skill", "analysis/fail_call", "audit/parse_ok_rate",
+              "audit/skill_correct", "audit/candidate_parse_ok_rate", "audit/refreshed", "rl/teacher_coverage",
+              "rl/grad_ratio", "rl/teacher_gap_decision", "rollout/format_valid_rate", "rollout/success_rate")
+"""The per-round audit of every analyzing row (``seed_core.analyzer.audit``; ``audit/*``: the gated panel) and the
+round's learning signals."""
 
 
 def per_round(cells: list[dict[str, Any]], keys: tuple[str, ...] = ROUND_KEYS) -> dict[str, dict[str, list]]:
@@ -203,6 +212,20 @@ def per_round(cells: list[dict[str, Any]], keys: tuple[str, ...] = ROUND_KEYS) -
     return out
 
 
+def confirmatory_blocks(merged: list[dict[str, Any]], learning: dict[str, Any], plan_path: Path) -> dict[str, Any]:
+    """The plan, the positive control's verdict (judged first, on held-out success) and, where the cells have the
+    family's rows, the family on the primary outcome (the training-success AUC) with Holm over it."""
+    from benchmarks.confirmatory import (family_block, heldout_scores, plan_block, positive_control,
+                                         primary_scores)
+
+    plan = plan_block(plan_path)
+    names = [c["name"] for c in plan["family"]["comparisons"]]
+    primary = primary_scores(merged) if merged else {}
+    return {"plan": plan, "positive_control": positive_control(heldout_scores(learning["methods"]), plan),
+            "primary": {m: {"per_seed": v, "mean": sum(v) / len(v)} for m, v in primary.items()},
+            "family": family_block(primary, names)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--default-preflight", type=Path, required=True)
@@ -214,6 +237,8 @@ def main() -> None:
                         help="with --cells: the setting the cells were run under")
     parser.add_argument("--lambda", dest="lambdas", action="append", default=[], metavar="VALUE=PATH",
                         help="a lambda study: its learning.json or its directory of committed cells")
+    parser.add_argument("--plan", type=Path, default=ROOT / "benchmarks" / "mechanism_plan.yaml",
+                        help="the registered plan of the confirmatory study (benchmarks/confirmatory.py)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "mechanism.json")
     args = parser.parse_args()
     merged = study_cells(args.cells, args.preset) if args.cells else []
@@ -235,6 +260,7 @@ def main() -> None:
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                     "loadavg_at_write": os.getloadavg()},
     }
+    result.update(confirmatory_blocks(merged, learning, args.plan))
     if args.lambdas:
         result["lambda"] = lambda_block(args.lambdas, args.preset, learning)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -127,6 +127,15 @@ CPU_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
          "sweep.methods": ["vanilla", "sft", "grpo", "seed_no_opd", "seed_static", "seed", "skill_grpo_star",
                            "vanilla_star", "seed_shuffled"]}),
 }
+CPU_PRESETS["testbed-mechanism-confirmatory"] = (
+    "the confirmatory mechanism study (issue 39, benchmarks/mechanism_plan.yaml, registered before its cells ran): "
+    "the mechanism lab's setting unchanged, its study seeds (10-19; the tuning seeds 0-3 are not study seeds) and its "
+    "rows: GRPO, GRPO from SFT and its analysis probe, SEED, SEED-static, the governed analyzers (EMA, gated, "
+    "anchored), the shuffled and empty teachers under the live and the frozen analyzer, and the oracle rows",
+    {**CPU_PRESETS["testbed-mechanism"][1], "sweep.seeds": list(range(10, 20)),
+     "sweep.methods": ["sft", "grpo", "seed_no_opd", "grpo_sft_probe", "seed", "seed_static", "seed_ema",
+                       "seed_gated", "seed_anchored", "seed_shuffled", "seed_empty", "seed_static_shuffled",
+                       "seed_static_empty", "opsd_oracle", "seed_oracle"]})
 """Small presets for a CPU (2 cores): name -> (what it is, overrides of params.yaml)."""
 
 

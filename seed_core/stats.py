@@ -81,3 +81,32 @@ def summarize(per_seed: Sequence[float], seed: int = 0) -> dict[str, object]:
     mean, (lo, hi) = mean_ci(per_seed, seed)
     return {"per_seed": [float(v) for v in per_seed], "mean": mean, "ci95": [lo, hi], "iqm": iqm(per_seed),
             "n": len(per_seed)}
+
+
+def paired_test(a: Sequence[float], b: Sequence[float]) -> dict[str, object]:
+    """The paired test of a confirmatory comparison (issue 39): ``paired_wins`` = [#seeds a > b, ties, a < b], and
+    ``p_paired``, the two-sided exact sign-flip (paired permutation) p-value of the mean difference: under H0 each
+    seed's d_i = a_i - b_i is as likely -d_i, so p = #{s in {-1, 1}^n : |mean(s d)| >= |mean(d)|} / 2^n
+    (``scipy.stats.permutation_test``, ``permutation_type="samples"``, every sign pattern enumerated up to n = 20)."""
+    x, y = _as_array(a, "paired_test a"), _as_array(b, "paired_test b")
+    if x.size != y.size:
+        raise ValueError(f"paired_test: {x.size} vs {y.size} seeds; pair the same seeds")
+    diff = x - y
+    wins = [int((diff > 0).sum()), int((diff == 0).sum()), int((diff < 0).sum())]
+    if np.all(diff == 0):
+        return {"paired_wins": wins, "p_paired": 1.0}
+    res = stats.permutation_test((x, y), lambda u, v, axis: np.mean(u - v, axis=axis), vectorized=True,
+                                 permutation_type="samples", alternative="two-sided", n_resamples=2 ** 20)
+    return {"paired_wins": wins, "p_paired": float(res.pvalue)}
+
+
+def holm(pvalues: dict[str, float]) -> dict[str, float]:
+    """Holm's step-down adjustment over a family: with p_(1) <= ... <= p_(m),
+    p_holm(i) = min(1, max_{j <= i} (m - j + 1) p_(j)). Rejecting where p_holm < alpha keeps the family-wise error
+    at alpha (Holm 1979)."""
+    order = sorted(pvalues, key=lambda k: pvalues[k])
+    m, running, out = len(order), 0.0, {}
+    for j, name in enumerate(order):
+        running = max(running, min(1.0, (m - j) * pvalues[name]))
+        out[name] = running
+    return out

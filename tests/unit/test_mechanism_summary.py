@@ -95,9 +95,49 @@ def test_outcomes_count_the_seeds_in_each_band_and_per_round_means_skip_nan() ->
 
 
 def test_the_lab_adds_seed_static_against_its_same_start_controls() -> None:
-    learning = {"methods": {"seed_static": {"per_seed": [0.9, 1.0]}, "seed_no_opd": {"per_seed": [0.5, 0.9]}},
+    learning = {"methods": {"seed_static": {"per_seed": [0.9, 1.0]}, "seed_no_opd": {"per_seed": [0.5, 0.9]},
+                            "seed": {"per_seed": [0.5, 0.5]}, "grpo": {"per_seed": [0.4, 0.7]}},
                 "comparisons": {"seed-grpo": {"mean_diff": 0.0}}}
     out = _MODULE.comparisons(learning)
-    assert out["seed-grpo"] == {"mean_diff": 0.0}, "the sweep's own comparisons are kept as they are"
+    assert out["seed-grpo"]["mean_diff"] == pytest.approx(-0.05), "the sweep's comparisons recomputed, paired"
+    assert out["seed-grpo"]["paired_wins"] == [1, 0, 1] and out["seed-grpo"]["p_paired"] == 1.0
     assert out["seed_static-seed_no_opd"]["mean_diff"] == pytest.approx(0.25)
+    assert out["seed_static-seed_no_opd"]["p_holm"] == pytest.approx(min(1.0, 2 * 0.5)), "Holm over the family"
     assert "seed_static-seed_shuffled" not in out, "a comparison needs both methods"
+
+
+def test_the_confirmatory_family_is_paired_exact_and_holm_corrected() -> None:
+    from benchmarks.confirmatory import family_block, positive_control, primary_scores, train_success_auc
+
+    scores = {"a": [0.9, 0.8, 0.5, 0.7, 0.6], "b": [0.5, 0.6, 0.6, 0.2, 0.1], "c": [0.5, 0.6, 0.6, 0.2, 0.1]}
+    fam = family_block(scores, ["a-b", "b-c", "a-missing"])
+    assert set(fam) == {"a-b", "b-c"}, "a comparison without scores is left out of the family"
+    assert fam["a-b"]["paired_wins"] == [4, 0, 1] and fam["a-b"]["p_paired"] == pytest.approx(4 / 32)
+    assert fam["a-b"]["p_holm"] == pytest.approx(2 * 4 / 32) and fam["b-c"]["p_holm"] == 1.0
+    assert "prob_improvement_unpaired" in fam["a-b"] and "prob_improvement" not in fam["a-b"]
+    assert train_success_auc([{"rollout/success_rate": 0.5}, {"rollout/success_rate": 1.0}]) == 75.0
+    cells = [{"curves": {"grpo": [{"rollout/success_rate": 0.2}, {"rollout/success_rate": 0.4}]}},
+             {"curves": {"grpo": [{"rollout/success_rate": 1.0}]}}]
+    assert primary_scores(cells) == {"grpo": pytest.approx([30.0, 100.0])}
+    plan = {"positive_control": {"comparison": "opsd_oracle - sft", "passes_when": "..."}}
+    big = {"opsd_oracle": [90.0 + i for i in range(8)], "sft": [50.0] * 8}
+    assert positive_control(big, plan)["verdict"] == "passes"  # p = 2 / 256
+    small = {"opsd_oracle": [95, 85, 34, 88, 47, 75, 50, 88, 5, 55], "sft": [53, 55, 52, 50, 49, 48, 50, 52, 52, 53]}
+    verdict = positive_control(small, plan)  # the exploratory lab's held-out numbers: +10.6 points
+    assert verdict["verdict"] == "fails" and verdict["mean_diff"] == pytest.approx(10.6, abs=0.5)  # rounded per-seed values
+
+
+def test_the_plan_is_registered_with_its_commit() -> None:
+    from benchmarks.confirmatory import plan_block
+
+    plan = plan_block()
+    assert plan["primary_outcome"]["name"] == "train_success_auc" and plan["family"]["correction"].startswith("holm")
+    assert set(plan["seeds"]["tuning"]).isdisjoint(plan["seeds"]["study"]), "tuning seeds are not study seeds"
+    assert len(plan["seeds"]["study"]) >= 10
+    from seed_core.algorithms import ALGORITHMS
+
+    rows = [r["method"] for r in plan["rows"]]
+    assert all(ALGORITHMS.get(m) for m in rows if m != "sft")
+    for comparison in plan["family"]["comparisons"]:
+        a, _, b = comparison["name"].partition("-")
+        assert a in rows and b in rows, comparison["name"]

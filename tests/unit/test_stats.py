@@ -61,3 +61,30 @@ def test_summarize_and_bad_input():
         paired_difference([0.1, 0.2], [0.1])
     with pytest.raises(ValueError, match="finite"):
         mean_ci([float("nan")])
+
+
+def test_paired_test_is_the_exact_sign_flip_p_value() -> None:
+    """d = (0.4, 0.2, -0.1, 0.5, 0.5), |mean| 0.3: of the 32 sign patterns, 4 reach it (counted by brute force
+    below), so p = 4 / 32 = 0.125; scipy must enumerate, not sample."""
+    import itertools
+
+    from seed_core.stats import paired_test
+
+    a, b = [0.9, 0.8, 0.5, 0.7, 0.6], [0.5, 0.6, 0.6, 0.2, 0.1]
+    d = [x - y for x, y in zip(a, b)]
+    by_hand = sum(abs(sum(s * v for s, v in zip(signs, d))) >= abs(sum(d)) - 1e-12
+                  for signs in itertools.product((-1, 1), repeat=5))
+    assert by_hand == 4
+    out = paired_test(a, b)
+    assert out["paired_wins"] == [4, 0, 1] and out["p_paired"] == pytest.approx(4 / 32)
+    assert paired_test([1.0, 2.0], [1.0, 2.0]) == {"paired_wins": [0, 2, 0], "p_paired": 1.0}
+    with pytest.raises(ValueError, match="pair the same seeds"):
+        paired_test([1.0], [1.0, 2.0])
+
+
+def test_holm_step_down() -> None:
+    from seed_core.stats import holm
+
+    # sorted 0.01, 0.03, 0.04: 3 x 0.01 = 0.03; 2 x 0.03 = 0.06; 1 x 0.04 = 0.04 -> kept monotone at 0.06
+    assert holm({"x": 0.01, "y": 0.04, "z": 0.03}) == pytest.approx({"x": 0.03, "z": 0.06, "y": 0.06})
+    assert holm({"only": 0.2}) == {"only": 0.2} and holm({"a": 0.6, "b": 0.7}) == {"a": 1.0, "b": 1.0}
