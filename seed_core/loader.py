@@ -14,7 +14,7 @@ import difflib
 import json
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Iterator, get_args, get_origin
+from typing import Annotated, Any, Iterable, Iterator, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
@@ -37,15 +37,43 @@ def parse_yaml(text: str) -> Any:
     return YAML(typ="safe", pure=True).load(text)
 
 
+MAX_VALUE_CHARS = 1000
+"""The longest override value (``-S KEY=VALUE``, a served request's value) that is read at all: every setting fits
+in far less, and a longer one is refused before it is parsed (a 200,000-digit number costs the parser, then
+becomes ``inf`` or an argument list the system refuses)."""
+
+
+def check_value_length(key: str, text: str, origin: str = "-S") -> None:
+    """A ``ConfigError`` naming ``key`` when its value's text is longer than ``MAX_VALUE_CHARS``."""
+    if len(text) > MAX_VALUE_CHARS:
+        raise ConfigError(f"{origin} {key}={text[:20]}...: the value is {len(text):,} characters long; a setting's "
+                          f"value has at most {MAX_VALUE_CHARS:,}")
+
+
 def parse_overrides(items: Iterable[str], origin: str = "-S") -> dict[str, Any]:
-    """``["rl.opd_coef=0.02", "eval.splits=[a, b]"]`` -> ``{"rl.opd_coef": 0.02, "eval.splits": ["a", "b"]}``."""
+    """``["rl.opd_coef=0.02", "eval.splits=[a, b]"]`` -> ``{"rl.opd_coef": 0.02, "eval.splits": ["a", "b"]}``; a
+    value longer than ``MAX_VALUE_CHARS`` is refused unparsed."""
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"{origin} expects KEY=VALUE, got {item!r}")
+            raise ConfigError(f"{origin} expects KEY=VALUE, got {item[:80]!r}")
+        check_value_length(key.strip(), value, origin)
         out[key.strip()] = parse_yaml(value)
     return out
+
+
+def plain_value(annotation: Any) -> bool:
+    """Whether a schema annotation is a number, a boolean, a ``Literal`` choice or a tuple/list of those: a value
+    that cannot name a program, a path or a host (what a served run or a pool's cell may choose freely)."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return plain_value(args[0])
+    if origin is Literal:
+        return True
+    if origin in (tuple, list):
+        return bool(args) and all(plain_value(a) for a in args if a is not Ellipsis)
+    return annotation in (int, float, bool)
 
 
 def registry_fields(cfg: SeedConfig) -> Iterator[tuple[str, Registry[Any], str]]:
@@ -198,6 +226,11 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None, origi
     ``overrides`` (from ``origin``: ``-S``, ``--set``, ``--algorithm``) applied before validation."""
     path = Path(path)
     source = describe_source(path)
+    if path.is_dir():
+        files = sorted(p.name for p in path.glob("*.yaml"))
+        raise ConfigError(f"{source} is a directory, not a params file; "
+                          + (f"name one of its files, e.g. {path / files[0]} ({', '.join(files)})" if files else
+                             "it holds no .yaml file"))
     if not path.is_file():
         siblings = sorted(p.name for p in path.parent.glob(f"*{path.suffix}")) if path.parent.is_dir() else []
         close = _close(path.name, siblings)

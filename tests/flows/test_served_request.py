@@ -88,3 +88,21 @@ def test_every_served_key_is_a_number_a_boolean_or_a_choice() -> None:
     for key in served:
         assert not key.startswith(("generation.vllm.", "model.", "annotate.", "tracking.")), key
         assert not key.endswith(("_dir", "_url", "python", "checkpoint", "path", "splits")), key
+
+
+@pytest.mark.parametrize(("overrides", "named"), [
+    ({"rl.rounds": 10**9}, "rl.rounds = 1000000000: Input should be less than or equal to 10000"),
+    ({"rl.lr": 2e5}, "rl.lr = 200000.0: Input should be less than or equal to 1"),
+    ({"rl.lr": "1" * 200_000}, "override 'rl.lr' has a value 200,002 characters long (at most 1,000)"),
+    ({"collect.group_size": 0}, "collect.group_size = 0: Input should be greater than or equal to 1"),
+])
+def test_a_served_number_a_run_could_not_finish_with_is_refused_before_anything_runs(
+        started: list[tuple[Any, ...]], overrides: dict[str, Any], named: str) -> None:
+    """Issue 43: the served deployment took ``rl.rounds`` 10^9 and an ``rl.lr`` of 200,000 digits (inf, then an
+    argument list too long for ``dvc exp run``), so one request held the only served slot."""
+    params = (project_root() / "params.yaml").read_bytes()
+    with pytest.raises(dvc_run.ServedRequestError) as err:
+        dvc_run.seed_pipeline(overrides=overrides)  # a real flow run on the session's test server
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("seed-pipeline/ui: ") and named in message, message
+    assert started == [] and (project_root() / "params.yaml").read_bytes() == params
