@@ -221,7 +221,11 @@ def confirmatory_blocks(merged: list[dict[str, Any]], learning: dict[str, Any], 
     plan = plan_block(plan_path)
     names = [c["name"] for c in plan["family"]["comparisons"]]
     primary = primary_scores(merged) if merged else {}
-    return {"plan": plan, "positive_control": positive_control(heldout_scores(learning["methods"]), plan),
+    seeds = list(learning["setting"].get("seeds", []))
+    status = "confirmatory" if seeds and seeds == plan["seeds"]["study"][:len(seeds)] else \
+        f"exploratory: seeds {seeds} are not the plan's study seeds; these numbers test nothing the plan registered"
+    return {"plan": plan, "status": status,
+            "positive_control": positive_control(heldout_scores(learning["methods"]), plan),
             "primary": {m: {"per_seed": v, "mean": sum(v) / len(v)} for m, v in primary.items()},
             "family": family_block(primary, names)}
 
