@@ -9,6 +9,7 @@ for _name, _value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "DO_NO
     os.environ[_name] = _value
 
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -28,6 +29,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip_gpu)
         if "slow" in item.keywords and not run_slow:
             item.add_marker(skip_slow)
+
+
+def order_seed_line(config: pytest.Config) -> str | None:
+    """``test order: --randomly-seed=N ...`` when pytest-randomly orders this run (the dev extras install it), else
+    None (``-p no:randomly``)."""
+    if not config.pluginmanager.hasplugin("randomly"):
+        return None
+    seed = config.getoption("randomly_seed")
+    return (f"test order: random, --randomly-seed={seed} (pytest-randomly; rerun this order with that option, the "
+            "file order with -p no:randomly)")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Print the order's seed first, also under -q (which drops pytest-randomly's header line, as in .ci/run)."""
+    line, reporter = order_seed_line(session.config), session.config.pluginmanager.getplugin("terminalreporter")
+    if line and reporter is not None:
+        reporter.write_line(line)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """And again at the end, beside the failures a random order may have shown."""
+    line = order_seed_line(config)
+    if line:
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

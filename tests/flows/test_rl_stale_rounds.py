@@ -1,6 +1,11 @@
 """In a finished tiny DVC workspace, an edit to the rl stage's code or a changed static-skill library recomputes
 the RL rounds (issue 26: the rounds survive between runs outside DVC's outputs, and used to be reused because the
-resume key covered neither the code nor the data). Each ``dvc repro`` runs the stages as real processes."""
+resume key covered neither the code nor the data). Each ``dvc repro`` runs the stages as real processes.
+
+Each test runs alone and in any order (issue 43 item 6): the module builds one finished workspace (``built``), and
+every test works on its own copy of it (``workspace``), so no test sees another's edits or outputs. The round code
+of the built workspace already writes each round it computes to ``round-marker`` (``MARKER_LINE``), and tracking is
+off, so the tests share no MLflow database either."""
 
 from __future__ import annotations
 
@@ -10,9 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.flows.test_dvc_repro import PROJECT_FILES, _run, commit_project, copy_project
+from tests.flows.test_dvc_repro import PROJECT_FILES, _run, clone_workspace, commit_project, copy_project
 
 CHECKPOINT = Path("data/rl/grpo/checkpoint/model.safetensors")
+MARKER = "round-marker"
+"""The file, at the workspace's root, to which the round code of ``built`` appends each round index it computes."""
+ROUND_START = "    t_start = time.perf_counter()\n"
+MARKER_LINE = (f"    open(Path(__file__).resolve().parents[2] / {MARKER!r}, 'a').write(f'{{round_idx}}\\n')\n")
+"""Written after ``ROUND_START`` in ``seed_core/stages/rl.py``: the path follows the copy the code runs in."""
 
 
 def _weights(root: Path) -> str:
@@ -20,27 +30,42 @@ def _weights(root: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path, tiny_params, prefect_server: str,
-              mlflow_uri: str) -> tuple[Path, dict[str, str]]:
-    """A tiny project whose stages up to ``rl@grpo`` (from the base model) and ``sft`` have run once (1 round)."""
+def built(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path, tiny_params, prefect_server: str,
+          mlflow_uri: str) -> tuple[Path, dict[str, str]]:
+    """A tiny project whose stages up to ``rl@grpo`` (from the base model) and ``sft`` have run once (1 round),
+    with the round marker in its rl code from the start, and its environment; the tests copy it (``workspace``)
+    and never change it."""
     root = tmp_path_factory.mktemp("stale-rounds")
     copy_project(root, PROJECT_FILES)
-    tiny_params(root / "params.yaml", tiny_model_dir, "data",
-                tracking={"experiment": "stale-rounds-test", "register_models": False})
+    source = root / "seed_core" / "stages" / "rl.py"
+    text = source.read_text()
+    assert text.count(ROUND_START) == 1 and "from pathlib import Path" in text
+    source.write_text(text.replace(ROUND_START, ROUND_START + MARKER_LINE))
+    tiny_params(root / "params.yaml", tiny_model_dir, "data", tracking={"enabled": False})
     env = commit_project(root, prefect_server, mlflow_uri)
     _run(["dvc", "repro", "rl@grpo", "sft"], root, env)
+    assert (root / MARKER).read_text() == "0\n", "the marked round code did not run"
+    return root, env
+
+
+@pytest.fixture
+def workspace(built: tuple[Path, dict[str, str]], tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """This test's own copy of ``built`` (git, DVC cache and outputs; not ``.dvc/tmp``, DVC's locks and state
+    databases, which it makes anew), without the marker, and the environment its stages run in."""
+    template, env = built
+    root = tmp_path / "project"
+    env = clone_workspace(template, root, env)
+    (root / MARKER).unlink()
     return root, env
 
 
 def test_an_edit_to_the_round_code_recomputes_the_rounds(workspace: tuple[Path, dict[str, str]]) -> None:
     root, env = workspace
-    before, marker = _weights(root), root / "round-marker"
+    before, marker = _weights(root), root / MARKER
     source = root / "seed_core" / "stages" / "rl.py"
     text = source.read_text()
-    assert text.count("lr=cfg.rl.lr,") == 1 and text.count("    t_start = time.perf_counter()\n") == 1
-    source.write_text(text.replace("lr=cfg.rl.lr,", "lr=cfg.rl.lr * 100,").replace(
-        "    t_start = time.perf_counter()\n",
-        f"    t_start = time.perf_counter()\n    open({str(marker)!r}, 'a').write(f'{{round_idx}}\\n')\n"))
+    assert text.count("lr=cfg.rl.lr,") == 1
+    source.write_text(text.replace("lr=cfg.rl.lr,", "lr=cfg.rl.lr * 100,"))
     _run(["dvc", "repro", "rl@grpo"], root, env)
     assert marker.read_text() == "0\n", "the edited round code never ran: the old rounds were reused"
     assert _weights(root) != before, "the weights are the old code's"
@@ -53,9 +78,7 @@ def test_a_changed_static_skill_library_recomputes_the_rounds_of_the_algorithms_
     """``seed_static_library`` (the library is its teacher context) starts over; GRPO, which never reads the
     library, keeps its rounds although DVC reruns its stage (the library is a data dep of every rl stage)."""
     root, env = workspace
-    marker = root / "round-marker"
-    assert "round-marker" in (root / "seed_core" / "stages" / "rl.py").read_text(), \
-        "needs the edit of test_an_edit_to_the_round_code_recomputes_the_rounds (run the module)"
+    marker = root / MARKER
     _run(["dvc", "repro", "--single-item", "rl@seed_static_library"], root, env)
     library = root / "data" / "annotate" / "static_skills"
     _run(["dvc", "unprotect", str(library)], root, env)
