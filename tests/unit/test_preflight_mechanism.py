@@ -363,7 +363,12 @@ def test_the_controls_are_registered_from_the_sft_checkpoint():
 
     for name in CONTROLS:
         a = ALGORITHMS.get(name)
-        assert a.init == "sft" and a.distill and a.label and name in PAPER_ORDER
+        assert a.init == "sft" and a.label and name in PAPER_ORDER
+        assert a.distill == (name != "grpo_sft_probe"), "every control but the probe distills"
+    assert not ALGORITHMS.get("grpo_sft_probe").needs_teacher, "the probe's analyses reach no loss"
+    for frozen, live in (("seed_static_shuffled", "seed_shuffled"), ("seed_static_empty", "seed_empty")):
+        assert ALGORITHMS.get(frozen).context == ALGORITHMS.get(live).context  # the same teacher, the frozen analyzer
+        assert ALGORITHMS.get(frozen).analyzer_governance == "frozen" != ALGORITHMS.get(live).analyzer_governance
     assert ALGORITHMS.get("seed_shuffled").context == "hindsight_shuffled"
     assert ALGORITHMS.get("seed_empty").context == "hindsight_empty"
     assert dict(ALGORITHMS.get("seed_ungated").fixed) == {"gate_beta": 0.0}
