@@ -223,3 +223,38 @@ def identity_line(root: Path, table: str) -> str:
 
 def _settings(settings: dict[str, str] | None) -> str:
     return ", ".join(f"{k}={v or '(native)'}" for k, v in (settings or {}).items()) or "unknown settings"
+
+
+AUDIT_COLUMNS = ("analysis/parse_ok_rate", "analysis/fail_truncated", "analysis/fail_invalid_json",
+                 "analysis/fail_missing_field", "analysis/fail_empty_skill", "analysis/fail_call",
+                 "analysis/skill_correct", "rl/teacher_coverage", "rl/teacher_gap_decision", "audit/parse_ok_rate",
+                 "audit/skill_correct", "audit/candidate_parse_ok_rate", "audit/refreshed", "audit/analyzer_round")
+"""The analyzer audit's columns of an RL stage's ``curve.csv`` (``seed_core.analyzer.audit``; ``audit/*``: the gated
+analyzer's panel), in the order of its Prefect table."""
+
+
+def audit_key(algorithm: str) -> str:
+    """The keyed Prefect artifact of an algorithm's analyzer audit (keys allow lowercase letters, digits, dashes)."""
+    return f"analyzer-audit-{algorithm.replace('_', '-')}"
+
+
+def audit_rows(curve_csv: Path) -> list[dict[str, Any]]:
+    """One row per round of ``curve.csv``: the round and the audit columns it has; [] when the row never analyzed."""
+    frame = pd.read_csv(curve_csv)
+    columns = [c for c in AUDIT_COLUMNS if c in frame.columns]
+    if "analysis/parse_ok_rate" not in columns:
+        return []
+    rows = frame[["round", *columns]].to_dict(orient="records")
+    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()} for row in rows]
+
+
+def publish_audit(curve_csv: Path, algorithm: str) -> bool:
+    """The analyzer audit of an RL stage as a keyed Prefect table artifact of the current flow run (call inside a
+    flow); returns whether the algorithm analyzed (else nothing is published)."""
+    from prefect.artifacts import create_table_artifact
+
+    rows = audit_rows(curve_csv)
+    if rows:
+        create_table_artifact(table=rows, key=audit_key(algorithm),
+                              description=f"Analyzer audit of rl@{algorithm}, round by round (curve.csv)")
+    return bool(rows)

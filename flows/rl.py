@@ -15,6 +15,7 @@ from prefect import flow, get_run_logger
 
 from flows.common import (finish, model_name, model_tags, parse_args, reset_stale_rounds, resume_key,
                           stage_paths, stage_run)
+from flows.results import publish_audit
 from seed_core.algorithms import effective_config
 from seed_core import timing
 from seed_core.logs import progress_line
@@ -46,6 +47,7 @@ def rl_flow(params_path: Path = Path("params.yaml"), algorithm: str = "seed",
             get_run_logger().info("rl-%s: %s", algorithm,
                                   progress_line("round", i + 1, cfg.rl.rounds, time.monotonic() - start, durations))
         metrics = rl_finalize(cfg, out)
+        publish_audit(out / "curve.csv", algorithm)  # the analyzer's audit, round by round, on this flow run
         if cfg.tracking.register_models:
             with timing.span("mlflow"):
                 tracker.register_checkpoint(out / "checkpoint", model_name(cfg, algorithm), model_tags(cfg, algorithm),

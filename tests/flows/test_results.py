@@ -270,3 +270,28 @@ def test_a_pipeline_run_publishes_one_results_artifact(project: Path, monkeypatc
                                               all_=[pipeline_tag(run.prefect_flow_run_id)])))
     assert [str(a.flow_run_id) for a in artifacts] == [run.prefect_flow_run_id]  # one, with the UI links
     assert run.links["MLflow run"] in artifacts[0].data
+
+
+def test_an_rl_stage_publishes_its_analyzer_audit(tmp_path: Path) -> None:
+    """The audit table of an analyzing row, keyed by its algorithm, on the flow run that made it; none for GRPO."""
+    from prefect import flow
+    from prefect.artifacts import Artifact
+
+    from flows.results import audit_key, publish_audit
+
+    curve = tmp_path / "curve.csv"
+    curve.write_text("round,analysis/parse_ok_rate,analysis/fail_truncated,rollout/success_rate\n0,1.0,0.0,0.5\n"
+                     "1,0.25,0.75,0.6\n")
+    plain = tmp_path / "grpo.csv"
+    plain.write_text("round,rollout/success_rate\n0,0.5\n")
+
+    @flow
+    def stage() -> tuple[bool, bool]:
+        return publish_audit(curve, "seed_gated"), publish_audit(plain, "grpo")
+
+    assert stage() == (True, False)
+    table = Artifact.get(audit_key("seed_gated"))
+    assert table is not None and table.type == "table" and audit_key("seed_gated") == "analyzer-audit-seed-gated"
+    assert "0.75" in str(table.data) and "analysis/fail_truncated" in str(table.data)
+    assert "rollout/success_rate" not in str(table.data)
+    assert Artifact.get(audit_key("grpo")) is None
