@@ -147,3 +147,19 @@ def test_a_probe_rows_analyses_never_reach_the_loss(tiny_model_dir, tmp_path) ->
     assert probe["rl/total_loss"] == plain["rl/total_loss"] and "rl/opd_loss" not in probe
     assert _md5s(tmp_path / "a" / "round_000" / "checkpoint") == _md5s(tmp_path / "b" / "round_000" / "checkpoint")
     assert math.isfinite(probe["analysis/fail_truncated"])
+
+
+def test_the_audit_shares_add_up_and_a_low_parse_rate_warns_once(caplog) -> None:
+    from seed_core.analyzer.audit import audit_metrics, warn_if_unsound
+
+    notes = [_note(True), _note(False, "no JSON object found", tokens=16), _note(False, "empty answer"),
+             _note(False, "no JSON object found")]
+    m = audit_metrics(None, notes, [], {}, 16, "analysis")
+    assert m["analysis/parse_ok_rate"] == 0.25 and m["analysis/fail_truncated"] == 0.25
+    assert m["analysis/fail_invalid_json"] == 0.25 and m["analysis/fail_call"] == 0.25
+    assert sum(v for k, v in m.items() if k.startswith("analysis/fail_")) + m["analysis/parse_ok_rate"] == 1.0
+    with caplog.at_level("WARNING"):
+        assert warn_if_unsound(m, "seed", 7) is True
+        assert warn_if_unsound({"analysis/parse_ok_rate": 0.5}, "seed", 8) is False
+    lines = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(lines) == 1 and "round 7" in lines[0] and "25%" in lines[0]
