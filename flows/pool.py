@@ -6,6 +6,12 @@ project clone ``seed worker`` runs in (each worker exports its own), and the pro
 first on the flow run's ``PYTHONPATH``, so every cell runs the code of the clone that picked it up. Registering it
 again (every ``seed worker`` and every ``seed sweep --pool`` does) updates the same deployment.
 
+The pool's job template (``CELL_JOB_TEMPLATE``) hard-codes the process a flow run gets: Prefect's own engine
+command, no extra environment, no working directory, and no job variables to change them. That is defense in
+depth only: anyone with API access can edit a pool, so a ``seed worker`` (``seed_app.cell_worker``) ignores the
+pool's template, runs every flow run with this one, and refuses any flow run that is not a cell of
+``deployment_name(pool)`` (``flows.cell_guard``).
+
 A cell is *lost* when its flow run is not final and the worker that took it (its ``prefect.worker.name`` label)
 sent no heartbeat for ``LOST_AFTER_HEARTBEATS`` of its heartbeat intervals plus ``LOST_GRACE_S`` (a worker killed
 with SIGKILL never reports its flow run; the cell process it started exits on its own within a second, see
@@ -28,6 +34,19 @@ ENTRYPOINT = "flows/sweep_pool.py:sweep_pool_cell_flow"
 ROOT_VAR, WORKER_PID_VAR, WORKER_NAME_VAR = "SEED_WORKER_ROOT", "SEED_WORKER_PID", "SEED_WORKER_NAME"
 THREADS_VAR = "SEED_TORCH_THREADS"
 """Set by ``seed worker`` for its flow runs: its project clone, its PID and name, the torch threads of each cell."""
+PULL_STEPS = [{"prefect.deployments.steps.set_working_directory": {"directory": f"{{{{ ${ROOT_VAR} }}}}"}}]
+"""The cell deployment's one pull step: enter the worker's project clone (``$SEED_WORKER_ROOT``)."""
+CELL_JOB_TEMPLATE: dict[str, Any] = {
+    "job_configuration": {"command": None, "env": {}, "labels": "{{ labels }}", "name": "{{ name }}",
+                          "stream_output": True, "working_dir": None},
+    "variables": {"type": "object", "properties": {
+        "name": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None, "title": "Name",
+                 "description": "Name given to the cell's process."},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}, "title": "Labels",
+                   "description": "Labels of the cell's process."}}}}
+"""The process pool's job template with nothing that chooses what runs: no ``command``, ``env`` or
+``working_dir`` variable (Prefect's default template has them), so the engine command of the worker's own Python
+runs in a temporary directory with the worker's environment; only the cosmetic name and labels are variables."""
 LOST_AFTER_HEARTBEATS, LOST_GRACE_S = 3, 5.0
 PAGE = 100
 """Flow runs read per request (the server answers at most its default limit, 200)."""
@@ -38,24 +57,25 @@ def deployment_name(pool: str) -> str:
 
 
 def ensure_pool(client: Any, pool: str) -> None:
-    """Create work pool ``pool`` (type ``process``, Prefect's default job template) unless it exists; one of another
+    """Create work pool ``pool`` (type ``process``, ``CELL_JOB_TEMPLATE``) unless it exists, and put that template
+    back when it was changed (an older pool, Prefect's default template, an edit through the API); one of another
     type is an error naming it."""
-    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.client.schemas.actions import WorkPoolCreate, WorkPoolUpdate
     from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
-    from prefect.workers.process import ProcessWorker
 
     try:
         found = client.read_work_pool(pool)
     except ObjectNotFound:
         try:
-            client.create_work_pool(WorkPoolCreate(name=pool, type=POOL_TYPE,
-                                                   base_job_template=ProcessWorker.get_default_base_job_template()))
+            client.create_work_pool(WorkPoolCreate(name=pool, type=POOL_TYPE, base_job_template=CELL_JOB_TEMPLATE))
         except ObjectAlreadyExists:  # another worker created it meanwhile
             pass
         return
     if found.type != POOL_TYPE:
         raise ValueError(f"work pool {pool!r} has type {found.type!r}, sweep cells need a {POOL_TYPE!r} pool: choose "
                          f"another --pool name")
+    if found.base_job_template != CELL_JOB_TEMPLATE:
+        client.update_work_pool(pool, WorkPoolUpdate(base_job_template=CELL_JOB_TEMPLATE))
 
 
 def ensure_deployment(pool: str) -> str:
@@ -70,7 +90,7 @@ def ensure_deployment(pool: str) -> str:
         flow_id = client.create_flow(sweep_pool_cell_flow)
         client.create_deployment(
             flow_id=flow_id, name=pool, work_pool_name=pool, entrypoint=ENTRYPOINT,
-            pull_steps=[{"prefect.deployments.steps.set_working_directory": {"directory": f"{{{{ ${ROOT_VAR} }}}}"}}],
+            pull_steps=PULL_STEPS, job_variables={},
             parameter_openapi_schema=parameter_schema(sweep_pool_cell_flow).model_dump_for_openapi(),
             description="One sweep cell (one seed under one config) on whichever `seed worker` of the pool is free.")
     return deployment_name(pool)

@@ -1,10 +1,12 @@
 """``seed worker`` and ``seed sweep --pool``: sweep cells on a Prefect work pool (``flows.pool``, ``flows.sweep_pool``).
 
-``start_worker`` turns this process into a Prefect process worker (``prefect worker start --pool P --type process
---limit L``) in this project clone: the pool and the cell deployment are created first when missing, and the
-worker's environment gives every cell this clone (``SEED_WORKER_ROOT``), the worker's PID (a cell ends when its
-worker is gone), its name and ``--threads`` torch threads (``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS``, which torch
-reads when it starts). Several workers on one machine split its cores: ``--threads`` each.
+``start_worker`` runs this process as the pool's worker (``seed_app.cell_worker``: a Prefect process worker that
+runs the pool's sweep cells and refuses every other flow run) in this project clone: the pool and the cell
+deployment are created first when missing, and the worker's environment gives every cell this clone
+(``SEED_WORKER_ROOT``), the worker's PID (a cell ends when its worker is gone), its name and ``--threads`` torch
+threads (``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS``, which torch reads when it starts). Several workers on one
+machine split its cores: ``--threads`` each. It refuses to start against a Prefect API that asks for no
+credentials unless told to (``allow_unauthenticated``): anyone who reaches such an API can submit flow runs to it.
 
 ``run_pool_sweep`` is ``seed sweep --pool``: the base model (``dvc repro prepare_model``, as the DVC sweep needs
 it), then the ``sweep-pool`` flow under the MLflow parent run ``sweep`` on this machine's tracking store, which
@@ -14,12 +16,11 @@ every cell logs to.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable
 
 from seed_core.config import ConfigError, SeedConfig, endpoint_env, project_root
 
@@ -55,24 +56,41 @@ def worker_env(name: str, threads: int) -> dict[str, str]:
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
 
 
-def start_worker(pool: str, limit: int = 1, threads: int | None = None, name: str | None = None) -> NoReturn:
-    """Become the pool's process worker (see the module docstring); never returns. ``threads``: default the
-    machine's cores split over ``limit`` cells."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+def check_api_auth(url: str, allow_unauthenticated: bool) -> None:
+    """A ``ConfigError`` naming the fix when the Prefect API at ``url`` takes requests without credentials and the
+    user did not accept that (``--allow-unauthenticated-api``)."""
+    from seed_app.cell_worker import api_requires_auth
+
+    if not allow_unauthenticated and not api_requires_auth(url):
+        raise ConfigError(f"seed worker: the Prefect API at {url} has no authentication, so anyone who reaches it can "
+                          "submit flow runs to this worker's pool; start it with `seed ui --auth` (its credentials "
+                          "reach this worker from .tmp/ui/auth.json, or set PREFECT_API_AUTH_STRING=seed:PASSWORD), "
+                          "or pass --allow-unauthenticated-api to accept that")
+
+
+def start_worker(pool: str, limit: int = 1, threads: int | None = None, name: str | None = None,
+                 allow_unauthenticated: bool = False) -> None:
+    """Serve the pool's sweep cells in this process (see the module docstring) until one SIGINT or SIGTERM.
+    ``threads``: default the machine's cores split over ``limit`` cells."""
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
     url = prefect_api("seed worker")
+    check_api_auth(url, allow_unauthenticated)
     threads = threads or max(1, (os.cpu_count() or 1) // limit)
     name = name or f"{socket.gethostname()}-{os.getpid()}"
-    with temporary_settings({PREFECT_API_URL: url}):
-        from flows.pool import POOL_TYPE, ensure_deployment
+    settings = {PREFECT_API_URL: url, **({PREFECT_API_AUTH_STRING: auth} if (auth := os.environ.get(
+        "PREFECT_API_AUTH_STRING")) else {})}
+    with temporary_settings(settings):
+        from flows.pool import ensure_deployment
+        from seed_app.cell_worker import serve
 
         ensure_deployment(pool)
-    prefect = shutil.which("prefect", path=str(Path(sys.executable).parent)) or "prefect"
-    print(f"seed worker {name!r}: pool {pool!r} at {url}, {limit} cell(s) at a time, {threads} torch thread(s) "
-          f"each, code and data of {project_root()}", flush=True)
-    os.chdir(project_root())
-    os.execve(prefect, [prefect, "worker", "start", "--pool", pool, "--type", POOL_TYPE, "--limit", str(limit),
-                        "--name", name], worker_env(name, threads))
+        print(f"seed worker {name!r}: pool {pool!r} at {url}, {limit} cell(s) at a time, {threads} torch thread(s) "
+              f"each, code and data of {project_root()}", flush=True)
+        os.chdir(project_root())
+        os.environ.update(worker_env(name, threads))
+        stopped = serve(pool, limit, name, say=lambda line: print(line, flush=True))
+    print(f"seed worker {name!r}: stopped" + (f" ({stopped})" if stopped else ""), flush=True)
 
 
 def base_model(cfg: SeedConfig) -> tuple[Path, str]:

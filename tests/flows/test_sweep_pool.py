@@ -54,7 +54,8 @@ def workers(pool_project, sequential) -> Iterator[dict[str, subprocess.Popen[byt
         clone = root.parent / name
         subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True, env=env)
         with open(root.parent / f"{name}.log", "wb") as log:
-            procs[name] = subprocess.Popen([*SEED, "worker", "--pool", POOL, "--threads", "1", "--name", name],
+            procs[name] = subprocess.Popen([*SEED, "worker", "--pool", POOL, "--threads", "1", "--name", name,
+                                            "--allow-unauthenticated-api"],  # the session's test server
                                            cwd=clone, env=worker_env, stdout=log, stderr=subprocess.STDOUT,
                                            start_new_session=True)
     yield procs
