@@ -45,6 +45,9 @@ REFUSED = "Refused"
 """The name of the Failed state a refused flow run ends in."""
 CHOICE_LISTS = ("sweep.methods",)
 """List-of-name keys the loader checks against a registry (not free text, though their type is ``list[str]``)."""
+LABELS = ("project.preset", "tracking.experiment", "annotate.prompt_version", "annotate.model")
+"""Free text that names nothing on the worker's machine (a label, an MLflow experiment, a cache tag, a model name
+sent to the configured endpoint): a sweep may set it (``-S tracking.experiment=sweep-lab``, docs/experiments.md)."""
 MD5 = re.compile(r"([0-9a-f]{32}(\.dir)?)?")
 HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}")
 TRACKING_URI = re.compile(r"(https?|sqlite|file):/{1,3}[^\s]{1,2000}")
@@ -77,8 +80,9 @@ def deployment_refusal(flow_run: Any, deployment: Any, flow_name: str | None, po
 
 def free_text_keys(model: type[BaseModel] = SeedConfig, prefix: str = "") -> Iterator[str]:
     """Dotted config keys whose value is free text (a path, a program, a host, a mapping): neither a number, a
-    boolean, a ``Literal`` nor a registry name (the same rule as the served deployment's, ``plain_value``)."""
-    choices = {key for key, _, _ in registry_fields(SeedConfig())} | set(CHOICE_LISTS)
+    boolean, a ``Literal``, a registry name (the same rule as the served deployment's, ``plain_value``) nor one of
+    ``LABELS``."""
+    choices = {key for key, _, _ in registry_fields(SeedConfig())} | set(CHOICE_LISTS) | set(LABELS)
     for name, field in model.model_fields.items():
         key, annotation = f"{prefix}{name}", field.annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -141,7 +145,7 @@ def _shape_refusal(parameters: dict[str, Any], cfg: SeedConfig) -> str | None:
     )
     for ok, name, value in checks:
         if not ok:
-            return f"its parameter {name}={str(value)[:80]!r} is not a cell's"
+            return f"its parameter {name}={repr(value)[:80]} is not a cell's"
     if parameters["key"] != cell_key(cfg, md5):
         return f"its key {str(parameters['key'])[:40]!r} is not its config's ({cell_key(cfg, md5)})"
     return None
