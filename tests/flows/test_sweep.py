@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.flows.test_dvc_repro import PROJECT_FILES, _run, commit_project, copy_project
+from tests.flows.test_dvc_repro import PROJECT_FILES, _run, clone_workspace, commit_project, copy_project
 
 METHODS = ["vanilla", "sft", "grpo", "seed"]
 
@@ -58,15 +58,23 @@ def test_each_seed_is_an_mlflow_child_of_the_sweep_run(first_sweep, mlflow_uri: 
     import mlflow
 
     client = mlflow.MlflowClient(mlflow_uri)
-    runs = client.search_runs([client.get_experiment_by_name("sweep-test").experiment_id], max_results=500)
-    parent = next(r for r in runs if r.info.run_name == "sweep")
+    runs = client.search_runs([client.get_experiment_by_name("sweep-test").experiment_id], max_results=500,
+                              order_by=["attributes.start_time ASC"])
+    parent = next(r for r in runs if r.info.run_name == "sweep")  # the first sweep's (the other tests rerun it)
     children = {r.info.run_name: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
     assert {"sweep-seed-0", "sweep-seed-1", "sweep-report"} <= set(children)
     assert "grpo/mean" in parent.data.metrics and "seed-grpo/mean_diff" in parent.data.metrics
 
 
-def test_a_lost_cell_is_the_only_one_brought_back(sweep_project, first_sweep) -> None:
-    root, env = sweep_project
+@pytest.fixture
+def swept(sweep_project, first_sweep, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """This test's own copy of the swept project, for a test that deletes part of it (any order, issue 43)."""
+    root = tmp_path / "project"
+    return root, clone_workspace(sweep_project[0], root, sweep_project[1])
+
+
+def test_a_lost_cell_is_the_only_one_brought_back(swept) -> None:
+    root, env = swept
     # as if cell 1 had been killed: its outputs are gone and DVC's run-cache has nothing for it
     shutil.rmtree(root / "data" / "sweep" / "seed_1")
     shutil.rmtree(root / ".dvc" / "cache" / "runs", ignore_errors=True)
@@ -76,11 +84,11 @@ def test_a_lost_cell_is_the_only_one_brought_back(sweep_project, first_sweep) ->
     assert (root / "data" / "sweep" / "seed_1" / "results.json").is_file()
 
 
-def test_committed_cells_are_reused_on_another_clone(sweep_project, first_sweep) -> None:
+def test_committed_cells_are_reused_on_another_clone(swept) -> None:
     """Each finished cell also wrote sweep/cells/seed_<s>-<key>.json (for git); a clone with those files but no
     data/sweep and no DVC cache (another machine, the same base model) reuses both cells instead of recomputing
     them, and the report has the same numbers."""
-    root, env = sweep_project
+    root, env = swept
     committed = sorted((root / "sweep" / "cells").glob("seed_*-*.json"))
     assert [p.name.split("-")[0] for p in committed] == ["seed_0", "seed_1"]
     assert all(json.loads(p.read_text())["config_hash"] == p.stem.split("-")[1] for p in committed)
