@@ -195,8 +195,11 @@ def wait_healthy(name: str, proc: subprocess.Popen[bytes], health_url: str,
 
 
 def _alive(pgid: int, proc: subprocess.Popen[bytes] | None) -> bool:
+    """Whether any process of group ``pgid`` is left, not only its leader: a server's workers and the warm stage
+    server's forks outlive a leader that exits on SIGTERM (a fork running a Prefect flow turns SIGTERM into an
+    exception and went on retrying the stopped servers, issue 43), so ``stop_all`` waits for the whole group."""
     if proc is not None:
-        return proc.poll() is None  # also reaps our own child, so it does not linger as a zombie
+        proc.poll()  # reaps our own child, so its zombie does not keep the group alive
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pgid, os.WNOHANG)  # our own child without its Popen: reap it, a zombie looks alive
     try:
@@ -227,15 +230,21 @@ def stop_all(started: list[tuple[str, subprocess.Popen[bytes] | None]],
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pids[name], signal.SIGTERM)
         waiting.append((pids[name], proc))
-    deadline = time.monotonic() + timeout_s
-    while waiting := [(pid, proc) for pid, proc in waiting if _alive(pid, proc)]:
-        if time.monotonic() > deadline:
-            for pid, _ in waiting:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
-            break
-        time.sleep(0.05)
+    waiting = _wait_gone(waiting, timeout_s)
+    for pid, _ in waiting:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    _wait_gone(waiting, 5.0)  # SIGKILL is not instant: return once the group is really gone
     return pids
+
+
+def _wait_gone(groups: list[tuple[int, subprocess.Popen[bytes] | None]],
+               timeout_s: float) -> list[tuple[int, subprocess.Popen[bytes] | None]]:
+    """Poll ``groups`` (pgid, Popen) until none is alive or ``timeout_s`` has passed; those still alive."""
+    deadline = time.monotonic() + timeout_s
+    while (groups := [(pid, proc) for pid, proc in groups if _alive(pid, proc)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return groups
 
 
 def prefect_home() -> Path:

@@ -10,7 +10,8 @@ code in a fork 0.31 s -> 0.04 s, a full collection there 0.19 s -> 0.001 s).
 The client half (``run_in_server``, called first thing by ``flows/__init__``) imports the standard library
 only. Without ``$SEED_STAGE_SERVER``, or when the server does not answer or ends before forking, the stage
 runs in its own process as before (a plain ``dvc repro``). Signals the stage process gets (Ctrl-C, DVC stopping it) go on to the
-fork; a stage process that disappears takes its fork with it.
+fork; a stage process that disappears takes its fork with it, and a fork dies with its server
+(``die_with_server``), which stops on SIGTERM.
 
 Protocol on the Unix socket: the client sends an 8-byte length, then that many bytes of JSON
 ``{"module", "args", "cwd", "env"}`` with its fds 0, 1, 2 attached (``socket.send_fds``); the server answers
@@ -109,6 +110,26 @@ def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
             raise ConnectionError("the stage process hung up mid-request")
         body += chunk
     return json.loads(body), list(fds)
+
+
+PR_SET_PDEATHSIG = 1
+"""Linux ``prctl`` option: the signal this process gets when its parent ends (``man 2 prctl``)."""
+
+
+def die_with_server(server_pid: int) -> None:
+    """In a fork: be SIGKILLed when the server that forked it ends (``PR_SET_PDEATHSIG``; the server forks from its
+    only thread, so the signal comes when the server process ends). A fork running a Prefect flow turns SIGTERM into
+    an exception and reports a crash; left without its server (issue 43) it went on retrying the run's stopped
+    servers for a minute with PPID 1. A server that ended before this call: the fork exits at once. No-op off
+    Linux."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != server_pid:
+        os._exit(128 + int(signal.SIGKILL))
 
 
 def _run_fork(request: dict[str, Any], fds: list[int]) -> None:
@@ -213,11 +234,13 @@ def serve(path: str, modules: Iterable[str] = WARM_MODULES,
     waits for the warm-up instead of importing everything itself. Nothing may start threads or parallel torch
     work here before forking."""
     allowed = frozenset(stages)
+    server_pid = os.getpid()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(1)
     gc.disable()  # Python's recipe for fork without exec (gc.freeze docs): no collections leave holes in pages
     warm_up(modules, calls)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # stops on SIGTERM whatever an import installed; forks die with it
     while True:
         conn, _ = listener.accept()
         with conn:
@@ -236,6 +259,7 @@ def serve(path: str, modules: Iterable[str] = WARM_MODULES,
             gc.freeze()  # everything so far: the fork's collections skip it (0.31 -> 0.04 s to start a stage)
             pid = os.fork()
             if pid == 0:
+                die_with_server(server_pid)
                 listener.close()
                 conn.close()
                 _run_fork(request, fds)

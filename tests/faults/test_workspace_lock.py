@@ -267,9 +267,9 @@ def test_run_pid_files_are_the_runs_own_and_a_run_stops_only_its_servers(tmp_pat
     ended, killed = services.run_name("prefect", 2**22 + 1), services.run_name("mlflow", 2**22 + 2)  # no such PIDs
     for name in (ended, killed):
         (tmp_path / f"{name}.log").write_text("old")
-    (tmp_path / f"{killed}.pid").write_text(str(2**22 + 3))  # a killed run's: its servers may be up, so it is kept
     files = lambda: {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.suffix in (".pid", ".url")}  # noqa
     ui_files = files()
+    (tmp_path / f"{killed}.pid").write_text(str(2**22 + 3))  # a killed run's: the next run reclaims it (issue 43)
     other = subprocess.Popen([sys.executable, "-c", f"from {__name__} import other_run; other_run({str(tmp_path)!r})"],
                              cwd=ROOT, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
@@ -280,12 +280,13 @@ def test_run_pid_files_are_the_runs_own_and_a_run_stops_only_its_servers(tmp_pat
         ours = [f"{server}-{os.getpid()}-run.pid" for server in ("prefect", "mlflow", "stages")]
         theirs = [f"{server}-{other.pid}-run.pid" for server in ("prefect", "mlflow", "stages")]
         assert set(theirs) <= set(other_files) and other_files.items() >= ui_files.items()
+        assert f"{killed}.pid" not in other_files  # its server is gone: the other run dropped the file
         with services.pipeline_servers() as (prefect, mlflow):
             assert {prefect, mlflow}.isdisjoint(other_urls)
             running = files()
             assert set(ours) <= set(running) and running.items() >= other_files.items()  # nothing overwritten
             our_pids = [int(running[name]) for name in ours]
-            assert not (tmp_path / f"{ended}.log").exists() and (tmp_path / f"{killed}.log").exists()
+            assert not (tmp_path / f"{ended}.log").exists() and not (tmp_path / f"{killed}.log").exists()
             assert (tmp_path / f"prefect-{other.pid}-run.log").exists()  # a live run's log stays
         assert files() == other_files  # our files gone, seed ui's and the other run's as they were
         assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
