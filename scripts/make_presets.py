@@ -7,10 +7,15 @@ differ, SDAR's per-environment values are used with OPID's environment settings 
 max steps, truncation), as §3.4 suggests. Not published for SEED and therefore [inferred]: the RL
 round count (SDAR's 150), the SFT max length, and the Sokoban/EZPoints settings (verl-agent defaults).
 A test checks that the checked-in presets equal what this script writes and that each one loads.
+
+Each paper preset also gets a provenance card, presets/cards/<preset>.md: its result-changing values in the paper,
+in SEED's released launcher and here, with the reason where they differ (scripts/preset_provenance.py). The script
+refuses to write the cards while a preset holds a value its card does not record.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -193,11 +198,35 @@ def all_presets() -> dict[str, str]:
     return out | {name: cpu_preset_text(name) for name in CPU_PRESETS}
 
 
+def provenance() -> Any:
+    """scripts/preset_provenance.py (scripts/ is no package: loaded by path)."""
+    spec = importlib.util.spec_from_file_location("preset_provenance", ROOT / "scripts" / "preset_provenance.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def all_cards() -> dict[str, str]:
+    """File stem -> provenance card of every paper preset; SystemExit naming each value a card does not record."""
+    cards = provenance()
+    presets = {(env, bb): f"{env}-{bb}" for env, bb in PRESETS}
+    stale = [line for (env, bb), name in presets.items() for line in cards.check(
+        name, cards.knobs(env, BACKBONES[bb]["model.path"]), yaml.safe_load(preset_text(env, bb)))]
+    if stale:
+        raise SystemExit("\n".join(stale))
+    return {name: cards.card_text(name, env, BACKBONES[bb]["model.path"]) for (env, bb), name in presets.items()}
+
+
 def main() -> None:
     out = ROOT / "presets"
     out.mkdir(exist_ok=True)
     for stem, text in all_presets().items():
         path = out / f"{stem}.yaml"
+        path.write_text(text)
+        print(path.relative_to(ROOT), file=sys.stderr)
+    (out / "cards").mkdir(exist_ok=True)
+    for stem, text in all_cards().items():
+        path = out / "cards" / f"{stem}.md"
         path.write_text(text)
         print(path.relative_to(ROOT), file=sys.stderr)
 
