@@ -35,7 +35,7 @@ def _write(tmp_path, text):
 @pytest.mark.parametrize(
     "text, needle",
     [
-        ("rl:\n  algorithm: ppo\n", "rl.algorithm = 'ppo': not a known algorithm; allowed: grpo, grpo_opsd, opid, opid_self, opsd, opsd_oracle, rlsd, sdar"),
+        ("rl:\n  algorithm: ppo\n", "rl.algorithm = 'ppo': not a known algorithm; allowed: grpo, grpo_opsd, grpo_sft_probe, opid, opid_self, opsd, opsd_oracle, rlsd, sdar"),
         ("env:\n  name: chess\n", "env.name = 'chess': not a known environment"),
         ("generation:\n  backend: tgi\n", "generation.backend = 'tgi': not a known generation backend"),
         ("rl:\n  opd_coeff: 0.1\n", "rl.opd_coeff: unknown key"),
