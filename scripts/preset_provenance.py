@@ -99,7 +99,8 @@ def _shared(env: str, line: dict[str, int], kl: float = 0.01) -> list[Knob]:
     sft_line = 14 if env == "ezpoints" else 13  # ezpoints' script has one more line above DEFAULT_LR
     sft_lr = 2e-6 if env in ("sokoban", "ezpoints") else 5e-6
     return [
-        Knob("Group size (rollouts per task)", "rl.group_size", 8, Src(8, f"{NOTE} §4"), Src(8, f"{c}:{line['group']}")),
+        Knob("Group size (rollouts per task)", "rl.group_size", 8, Src(8, f"{NOTE} §4"),
+             Src(8, f"{c}:{line['group']}")),
         Knob("Max response tokens per step", "generation.max_new_tokens", 512, NS,
              Src(512, f"{c}:{line['response']}")),
         Knob("RL learning rate", "rl.lr", 1e-6, Src(1e-6, f"{NOTE} §10"), Src(1e-6, f"{c}:{line['lr']}")),
@@ -107,7 +108,8 @@ def _shared(env: str, line: dict[str, int], kl: float = 0.01) -> list[Knob]:
              Src(kl, f"{c}:{line['kl']}"),
              "" if kl == 0.01 else "follows the Search launcher (as do OPID's and SDAR's Search scripts, "
              "seed-algorithm.md §3.2-3.3); the note states 0.01 once, for no benchmark in particular"),
-        Knob("OPD coefficient (lambda)", "rl.opd_coef", 0.01, Src(0.01, f"{NOTE} §6"), Src(0.01, f"{c}:{line['opd']}")),
+        Knob("OPD coefficient (lambda)", "rl.opd_coef", 0.01, Src(0.01, f"{NOTE} §6"),
+             Src(0.01, f"{c}:{line['opd']}")),
         Knob("Gate sharpness (beta)", "rl.gate_beta", 5.0, Src(5.0, f"{NOTE} §5"), Src(5.0, f"{c}:{line['opd'] + 1}")),
         Knob("Clip ratio, low", "rl.clip_ratio_low", 0.2, NS, Src(0.2, f"{YAML}:53 (not overridden)")),
         Knob("Clip ratio, high", "rl.clip_ratio_high", 0.2, NS, Src(0.2, f"{YAML}:54 (not overridden)")),
@@ -267,8 +269,8 @@ NOTES = {
     "search": "Search-QA needs a retriever the user provides (README), as the launcher does (SEARCH_URL, "
               "examples/seed_trainer/_common/search.sh:25); which retriever changes the results.",
     "sokoban": "The launcher's analyzer for visual Sokoban defaults to an OpenAI-compatible vision backend "
-               "(_common/sokoban_visual.sh:51); its run_ script sets the policy itself (run_sokoban_sft_gemini_self.sh:49), "
-               "as this preset does.",
+               "(_common/sokoban_visual.sh:51); its run_ script sets the policy itself "
+               "(run_sokoban_sft_gemini_self.sh:49), as this preset does.",
     "ezpoints": "",
 }
 
