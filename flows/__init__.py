@@ -9,7 +9,8 @@ in the history instead of dying with a temporary database.
 First of all, the CPU numerics are pinned (``seed_core.numerics.pin``: ATen, MKL and oneDNN at AVX2 unless the
 user set them), before torch loads in this process or in the warm stage server that forks it.
 
-Under ``seed run`` a stage process hands itself to the run's warm stage server (``flows.warm``), which has
+Under ``seed run`` a stage process first checks that ``params.yaml`` and ``dvc.yaml`` are as the run began
+(``flows.run_inputs``), then hands itself to the run's warm stage server (``flows.warm``), which has
 imported Prefect, MLflow and torch once, and exits with the status of the fork that ran the stage.
 
 The engine's log lines (``seed_core.logs``) reach each flow run's logs in the Prefect UI: ``seed_core`` is
@@ -20,6 +21,10 @@ added to ``PREFECT_LOGGING_EXTRA_LOGGERS`` before Prefect is imported, at ``$SEE
 from seed_core.numerics import pin as _pin_numerics
 
 _pin_numerics()  # first: before torch loads here, and before a stage hands its environment to the warm server
+
+from flows.run_inputs import check_stage as _check_run_inputs  # noqa: E402
+
+_check_run_inputs()  # under `seed run`: params.yaml and dvc.yaml as the run began, or this stage stops in one line
 
 from flows.warm import client_main as _client_main  # noqa: E402
 

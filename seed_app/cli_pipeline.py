@@ -56,16 +56,15 @@ def run(preset: PresetOption = None, set_: SetOption = None,
         overrides = parse_overrides(set_ or [])
         workspace.check()  # read-only, at once: not after the config load (~1 s) or DVC's lock wait (3 s)
         cfg = loader.load_config(preset or project_root() / "params.yaml", overrides or None)
-        from seed_app.preset_card import provenance_line
-
-        if preset and (line := provenance_line(preset)):  # a paper preset: its values against the paper, one line
-            typer.echo(line)
         links = None  # nothing stale: no run, so no links
         if not (preset or overrides or name) and up_to_date(project_root()):
             typer.echo("seed: every stage is up to date (dvc status), nothing to run; no new MLflow or Prefect run "
                        "is recorded (the runs that made these outputs hold them). The table:")
         else:
-            with workspace.hold():  # before params.yaml is written, a server starts or Prefect is imported
+            from seed_app.interrupt import reported
+
+            # the workspace before params.yaml is written, a server starts or Prefect is imported; Ctrl-C: one line
+            with workspace.hold(), reported("seed run", workspace.command_line()):
                 from seed_app import inputs
 
                 inputs.check_run(cfg)  # model directory, data, endpoints: before Prefect or a server starts
@@ -130,7 +129,10 @@ def sweep(seeds: Annotated[int, typer.Option(min=1, max=1000, metavar="N", help=
         if methods and parse_methods(methods) != current.sweep.methods:
             overrides["sweep.methods"] = parse_methods(methods)
         cfg = loader.load_config(preset or project_root() / "params.yaml", overrides)
-        with workspace.hold():  # before params.yaml is written, a server starts or Prefect is imported
+        from seed_app.interrupt import reported
+
+        # the workspace before params.yaml is written, a server starts or Prefect is imported; Ctrl-C: one line
+        with workspace.hold(), reported("seed sweep", workspace.command_line()):
             from seed_app import inputs
 
             inputs.check_run(cfg)  # model directory, data, endpoints: before Prefect or a server starts

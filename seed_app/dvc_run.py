@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import logging
 import os
 import re
 import subprocess
@@ -26,11 +27,12 @@ from prefect.runtime import flow_run
 
 from flows.common import (PARENT_RUN_VAR, PIPELINE_FLOW_RUN_VAR, add_flow_run_tags, eval_methods, flow_run_settings,
                           pipeline_tag)
-from flows import results, servers
-from seed_app import workspace
+from flows import results, run_inputs, servers
+from seed_app import dvc_lock, interrupt, workspace
 from seed_app.services import QUIET_ENV, pipeline_servers
 from seed_core import timing
-from seed_core.config import project_root
+from seed_core.config import ConfigError, project_root
+from seed_core.io import KnownError
 from seed_core.loader import load_config
 from seed_core.tracking import open_run, tracking_uri
 
@@ -80,7 +82,38 @@ class PipelineRun:
     links: dict[str, str] = field(default_factory=dict)
 
 
+class InputsChanged(ConfigError, KnownError):
+    """``params.yaml`` or ``dvc.yaml`` changed while the run ran (``flows.run_inputs``): one line and exit code 2
+    (``seed_app.cli_base.pipeline_errors``), and Prefect's log of the pipeline flow run keeps its message without
+    the traceback (``_inputs_changed_without_traceback``)."""
+
+
+def _inputs_changed_without_traceback(record: logging.LogRecord) -> bool:
+    if isinstance(record.exc_info, tuple) and isinstance(record.exc_info[1], InputsChanged):
+        record.exc_info, record.exc_text = None, None
+    return True
+
+
+logging.getLogger("prefect.flow_runs").addFilter(_inputs_changed_without_traceback)
+
+
+def reproduce(cmd: list[str], root: Path, env: dict[str, str], inputs: str) -> None:
+    """Run ``cmd`` (``dvc repro`` / ``dvc exp run``) holding DVC's lock (``seed_app.dvc_lock``: no other DVC
+    command changes the project under the run) and the workspace (both through ``pass_fds``), with the inputs the
+    run started from (``inputs``: ``flows.run_inputs.snapshot``, which each stage checks), in a process group of its
+    own that a Ctrl-C stops before the servers do (``seed_app.interrupt``). Raises ``InputsChanged`` when an input
+    changed meanwhile, else ``CalledProcessError`` when DVC failed."""
+    fd = dvc_lock.held_fd(root)
+    code = interrupt.run_dvc(dvc_lock.command(cmd, fd, root), root, {**env, run_inputs.INPUTS_VAR: inputs},
+                             pass_fds=(*workspace.inherited_fds(), fd))
+    if names := run_inputs.changed(json.loads(inputs)):
+        raise InputsChanged(f"the run stopped: {run_inputs.message(json.loads(inputs), names)}")
+    if code:
+        raise subprocess.CalledProcessError(code, cmd)
+
+
 @workspace.exclusive
+@dvc_lock.exclusive
 def run_pipeline(preset: Path | None = None, overrides: dict[str, Any] | None = None, name: str | None = None,
                  experiment: bool = False, tags: dict[str, Any] | None = None, targets: tuple[str, ...] = (),
                  run_name: str = "pipeline", summary: Callable[[Path, Any], dict[str, float]] | None = None,
@@ -91,13 +124,16 @@ def run_pipeline(preset: Path | None = None, overrides: dict[str, Any] | None = 
     method's final metrics), the ``artifacts`` (paths relative to the project) and, from ``reports``, the
     results table, curves and headline metrics (``flows.results``; also as Prefect artifacts when this
     runs inside a flow run). It holds the workspace from its first line (``seed_app.workspace``; a busy one raises
-    ``workspace.Busy``), before ``params.yaml`` is read or written, and ``dvc`` inherits the lock."""
+    ``workspace.Busy``), before ``params.yaml`` is read or written, and ``dvc`` inherits the lock; so it does
+    with DVC's own lock (``seed_app.dvc_lock``: a ``dvc exp run`` beside it is refused before it writes anything).
+    ``params.yaml`` is put back after an experiment unless it changed under the run (then it stays as the user
+    left it)."""
     overrides = overrides or {}
     root = project_root()
     params = root / "params.yaml"
     cfg = load_config(preset or params, overrides or None)
     cmd = dvc_command(overrides, name, experiment or preset is not None, targets)
-    original = params.read_text()
+    original, inputs = params.read_text(), None
     try:
         if preset is not None:
             params.write_text(Path(preset).read_text())
@@ -111,8 +147,8 @@ def run_pipeline(preset: Path | None = None, overrides: dict[str, Any] | None = 
                 env[PIPELINE_FLOW_RUN_VAR] = flow_run.id
             try:
                 timing.mark("dvc_start")
-                # stage processes fork from the warm server; dvc holds the workspace too (pass_fds)
-                subprocess.run(cmd, cwd=root, env=env, check=True, pass_fds=workspace.inherited_fds())
+                inputs = run_inputs.snapshot(root, overrides)  # stage processes fork from the warm server
+                reproduce(cmd, root, env, inputs)
                 timing.mark("dvc_end")
             finally:
                 if flow_run.id:  # also after a failed stage: the link to its logs matters most then
@@ -129,7 +165,7 @@ def run_pipeline(preset: Path | None = None, overrides: dict[str, Any] | None = 
             if flow_run.id and reports and (root / reports / "table.md").is_file():
                 results.publish_prefect(root / reports, run.links)
     finally:
-        if cmd[1] == "exp":
+        if cmd[1] == "exp" and not (inputs and "params.yaml" in run_inputs.changed(json.loads(inputs))):
             params.write_text(original)
     return run
 
