@@ -40,6 +40,12 @@ GOLDEN = {
     "seed_ungated": dict(pg=1.0, distill="gated", beta=0.0, shaping=None),
     "seed_oracle": dict(pg=1.0, distill="gated", shaping=None),
     "opsd_oracle": dict(pg=0.0, distill="gated", shaping=None),
+    "seed_static_shuffled": dict(pg=1.0, distill="gated", shaping=None),  # the frozen-analyzer twins of the controls
+    "seed_static_empty": dict(pg=1.0, distill="gated", shaping=None),
+    "grpo_sft_probe": dict(pg=1.0, distill=None, shaping=None),  # analyzes, but no term reads it
+    "seed_ema": dict(pg=1.0, distill="gated", shaping=None),  # governance changes who analyzes, not this loss
+    "seed_gated": dict(pg=1.0, distill="gated", shaping=None),
+    "seed_anchored": dict(pg=1.0, distill="gated", shaping=None),  # + its own anchor step (tests/unit/losses/test_anchor.py)
 }
 
 CFG = RLConfig(kl_coef=0.05, entropy_coef=0.003, opd_coef=0.2, gate_beta=2.0, opid_coef=0.3, rlsd_lambda0=0.5,
