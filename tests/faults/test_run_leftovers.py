@@ -222,6 +222,16 @@ def test_one_sigint_mid_stage_ends_in_one_line_and_leaves_nothing(project, tmp_p
     log = Path(err.split("is in ")[-1].strip())
     assert log.is_file()  # what the stage and DVC printed after the interrupt
     assert not (root / "out" / "collect.txt").exists() and not list((root / "out").glob("*.tmp"))
+    assert stage_run_status(root) in ("KILLED", "FAILED")  # the stage ended its MLflow run: the server was still up
+
+
+def stage_run_status(root: Path) -> str:
+    """The status of the newest ``collect`` MLflow run in the copy's store (``RUNNING`` if it never ended)."""
+    import mlflow
+
+    runs = mlflow.MlflowClient(f"sqlite:///{root / 'mlflow.db'}").search_runs(
+        ["0"], filter_string="attributes.run_name = 'collect'", order_by=["attributes.start_time DESC"], max_results=1)
+    return str(runs[0].info.status)
 
 
 def test_dvc_exp_run_beside_a_running_pipeline_is_refused_and_changes_nothing(project, tmp_path: Path) -> None:
