@@ -1,6 +1,8 @@
 """The ``openai`` analyzer client: chat completions against any OpenAI-compatible endpoint (Stage 1's analyzer,
 ``annotate.client: openai``; ``CLIENTS`` in ``seed_core.registries``). The factory checks the endpoint before
-returning (fail fast); endpoint faults are retried with backoff, then recorded in ``RawAnalysis.error``. Its own
+returning (fail fast); endpoint faults are retried with backoff, then recorded in ``RawAnalysis.error``. Under
+``seed_core.tracking.traced_llm_calls`` each request is an MLflow trace (``LlmCall``): its HTTP attempts (the SDK's
+retries and ours) as child spans with their status, token usage, latency and the error, the key scrubbed out. Its own
 module, so only the stages that can select it (``seed_core.stage_code``) depend on its code.
 """
 
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from seed_core.analyzer.clients import AnalysisRequest, AnalyzerClient, AnalyzerSetupError, RawAnalysis
 from seed_core.config import endpoint_env, env_file
+from seed_core.tracking import LlmCall
 
 if TYPE_CHECKING:
     from seed_core.config import AnnotateConfig, SeedConfig
@@ -63,16 +66,34 @@ class OpenAIClient:
         self.requests_sent = 0
         """Chat completion requests this client has sent over HTTP, every retry (the SDK's and ours) included."""
         self._count_lock = threading.Lock()
+        self._local = threading.local()
+        """This thread's request: its trace (``call``) and HTTP requests sent (``sent``)."""
         self._secret = "" if api_key == _PLACEHOLDER_KEY else api_key
         self._sdk = OpenAI(
             base_url=base_url, api_key=api_key, timeout=cfg.timeout_s, max_retries=cfg.max_retries,
-            http_client=DefaultHttpxClient(event_hooks={"request": [self._count]}),  # the SDK's defaults + a hook
+            http_client=DefaultHttpxClient(event_hooks={"request": [self._on_request],  # the SDK's defaults + hooks
+                                                        "response": [self._on_response]}),
         )
 
-    def _count(self, request: Any) -> None:
-        if request.url.path.endswith("/chat/completions"):
-            with self._count_lock:  # ``analyze`` sends a batch from several threads
-                self.requests_sent += 1
+    def _on_request(self, request: Any) -> None:
+        """Count every chat request sent (all threads); open its child span in this thread's trace, closing the
+        previous attempt's first when no answer came (a timeout or a dropped connection that the SDK retried)."""
+        if not request.url.path.endswith("/chat/completions"):
+            return
+        with self._count_lock:  # ``analyze`` sends a batch from several threads
+            self.requests_sent += 1
+        call: LlmCall | None = getattr(self._local, "call", None)
+        if call is not None:
+            call.end_child(error="no response (timed out or the connection dropped)")
+            self._local.sent += 1
+            call.start_child(f"POST {request.url.path}", {"attempt": self._local.sent})
+
+    def _on_response(self, response: Any) -> None:
+        call: LlmCall | None = getattr(self._local, "call", None)
+        if call is not None and response.request.url.path.endswith("/chat/completions"):
+            status, retry_after = response.status_code, response.headers.get("retry-after", "")
+            call.end_child({"http.status_code": status, **({"retry_after": retry_after} if retry_after else {})},
+                           error=f"HTTP {status}" if status >= 400 else "")
 
     def check_endpoint(self) -> None:
         """Fail fast, before any work: one ``GET /models``. Unreachable, or the key rejected ->
@@ -104,11 +125,30 @@ class OpenAIClient:
             return list(pool.map(self._call, requests))
 
     def _call(self, request: AnalysisRequest) -> RawAnalysis:
+        """One request, traced (``LlmCall``): the model's answer, or the error that ended it."""
+        inputs = {"model": self.cfg.model, "messages": [{"role": "user", "content": request.prompt}],
+                  "temperature": self.cfg.temperature, "max_completion_tokens": self.cfg.max_tokens}
+        call = LlmCall("analyzer.chat", inputs, {"endpoint": self.url, "traj_id": request.traj_id},
+                       {"traj_id": request.traj_id})
+        self._local.call, self._local.sent, raw = call, 0, None
+        try:
+            raw = self._attempts(request, call)
+            return raw
+        finally:
+            self._local.call = None
+            text, error = (raw.text, raw.error) if raw is not None else ("", "interrupted")
+            usage = (raw.prompt_tokens, raw.completion_tokens) if raw is not None else (0, 0)
+            call.end({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]},
+                     {"http_requests": self._local.sent, "retries": max(self._local.sent - 1, 0),
+                      "latency_s": raw.latency_s if raw is not None else 0.0}, usage, error)
+
+    def _attempts(self, request: AnalysisRequest, call: LlmCall) -> RawAnalysis:
         start = time.perf_counter()
         tokens = [0, 0]
         error = ""
         for attempt in range(self.cfg.max_retries + 1):
             if attempt:
+                call.event("retry", {"attempt": attempt + 1, "reason": error})
                 time.sleep(self._backoff(attempt - 1))
             try:
                 response = self._sdk.chat.completions.create(

@@ -10,7 +10,9 @@ missing. Failures are recorded per trajectory (``parse_status = failed`` + reaso
 (``AnnotationQualityError``, naming the commonest failures) when the annotated share is below
 ``annotate.min_ok_fraction``, when the first ``annotate.fail_fast_after`` trajectories all failed the same way
 (``FailFast``: stops before the rest are sent), and on empty inputs. Outputs: annotations.parquet, sft_examples.jsonl (analyzer-format SFT data) and metrics.json (counts,
-failure reasons, SFT-data statistics: kept, dropped and why, lengths).
+failure reasons, SFT-data statistics: kept, dropped and why, lengths). With an MLflow tracker, the run names the
+registered versions of the prompts it sends (``seed_core.tracking.use_prompts``) and each analyzer call is a trace
+of it (``traced_llm_calls``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from seed_core.io import DataFileError, KnownError, atomic_write_text, read_reco
 from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.logs import Progress
 from seed_core.task_sets import read_tasks
-from seed_core.tracking import NullTracker, Tracker
+from seed_core.tracking import NullTracker, Tracker, traced_llm_calls, use_prompts
 from seed_core.types import AnnotationRecord, StepRecord, Task
 
 if TYPE_CHECKING:
@@ -69,6 +71,7 @@ def _make_worker(cfg: SeedConfig) -> _Worker:
 def run_annotate(cfg: SeedConfig, collect_dir: Path, out_dir: Path, tracker: Tracker | None = None) -> dict[str, float]:
     from seed_core.analyzer.annotate import sft_examples
     from seed_core.analyzer.cache import AnnotationCache, analyzer_identity, trajectory_key
+    from seed_core.analyzer.prompts import registry_prompts, registry_tags
     from seed_core.analyzer.audit import skill_correct_metrics
     from seed_core.rollout.collector import group_by_trajectory
 
@@ -92,7 +95,9 @@ def run_annotate(cfg: SeedConfig, collect_dir: Path, out_dir: Path, tracker: Tra
         watch = FailFast(cfg, getattr(probe.client, "url", ""), len(missing))
         log.info("annotate: %d trajectories, %d cached, %d to annotate with %s", len(trajectories),
                  len(trajectories) - len(missing), len(missing), cfg.annotate.client)
-        fresh = _annotate_missing(cfg, trajectories, tasks, missing, keys, cache, watch)
+        use_prompts(tracker or NullTracker(), registry_prompts(retry=cfg.annotate.parse_attempts > 1), registry_tags())
+        with traced_llm_calls(tracker or NullTracker()):
+            fresh = _annotate_missing(cfg, trajectories, tasks, missing, keys, cache, watch)
     annotations = [fresh[tid] if tid in fresh else done[keys[tid]] for tid in trajectories]
     examples = sft_examples(annotations)
     write_records(annotations, out_dir / "annotations.parquet", AnnotationRecord)  # the per-trajectory errors
