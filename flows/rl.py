@@ -21,7 +21,7 @@ from seed_core import timing
 from seed_core.logs import progress_line
 from seed_core.loader import load_config
 from seed_core.tracking import open_run
-from tasks.rl import rl_finalize, rl_launch, rl_round
+from tasks.rl import analysis_prompts, rl_finalize, rl_launch, rl_round
 
 
 @flow(name="rl", flow_run_name="rl-{algorithm}")
@@ -34,6 +34,7 @@ def rl_flow(params_path: Path = Path("params.yaml"), algorithm: str = "seed",
     key = resume_key(cfg, init)
     reset_stale_rounds(out, key)  # the pipeline starts over on a change; the engine alone would refuse
     with stage_run(cfg, f"rl-{algorithm}", "rl", [init], parent_run_id) as tracker:
+        analysis_prompts(cfg, tracker)  # the registered versions of the analyzer's prompts, named on the run
         rl_launch(cfg, init, out)  # launched: every round now, which the loop below then only reads back and logs
         start, durations = time.monotonic(), []
         for i in range(cfg.rl.rounds):

@@ -1,4 +1,7 @@
-"""Tasks of the rl stage: all rounds in one launch (accelerate), one RL round (resumable) and the final summary."""
+"""Tasks of the rl stage: all rounds in one launch (accelerate), one RL round (resumable) and the final summary.
+
+Each analyzing round's run also gets a sample of its analyses as an MLflow table (``log_skill_sample``), and the
+stage's run names the registered analysis prompts it sends (``analysis_prompts``)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from prefect.cache_policies import NO_CACHE
 from seed_core import timing
 from seed_core.config import SeedConfig
 from seed_core.stages.launch import run_stage
-from seed_core.tracking import Tracker
+from seed_core.tracking import Tracker, use_prompts
 
 _CARRIES: dict[str, Any] = {}
 """One ``seed_core.stages.rl.RoundCarry`` per (output directory, fingerprint): the flow's rounds hand the live model
@@ -37,7 +40,54 @@ def rl_round(cfg: SeedConfig, round_idx: int, init_checkpoint: Path, out_dir: Pa
     if metrics is None:  # launched: read the round back
         metrics = read_metrics(done / "metrics.json")
         tracker.log_metrics(metrics, step=round_idx)
+    log_skill_sample(cfg, done, tracker)
     return metrics
+
+
+SKILL_SAMPLE_ROWS = 32
+"""Analyses per round in the ``analyzer_skills.json`` table (evenly spaced over the round's)."""
+
+
+def log_skill_sample(cfg: SeedConfig, round_path: Path, tracker: Tracker) -> int:
+    """``SKILL_SAMPLE_ROWS`` of the round's analyses (``round_XXX/annotations.parquet``) as the table
+    ``analyzer_skills.json`` of its MLflow run: each skill's text, whether it parsed (else why) and whether the
+    environment's judge accepts it (``seed_core.analyzer.audit.skill_sample``). Returns the rows logged (0: tracking
+    off or no analyses: an algorithm without an analyzer)."""
+    if tracker.run_id is None or not (Path(round_path) / "annotations.parquet").is_file():
+        return 0
+    import pandas as pd
+
+    from seed_core.algorithms import ALGORITHMS
+    from seed_core.analyzer.audit import skill_sample, token_budget
+    from seed_core.envs import ENVS
+    from seed_core.io import read_records
+    from seed_core.task_sets import read_tasks
+    from seed_core.types import AnnotationRecord, StepRecord
+
+    annotations = read_records(Path(round_path) / "annotations.parquet", AnnotationRecord)
+    if not annotations:
+        return 0
+    env_class = ENVS.get(cfg.env.name)  # built only when it can judge a skill
+    env = env_class(cfg.env) if hasattr(env_class, "judge_skill") else None
+    rows = skill_sample(env, annotations, read_records(Path(round_path) / "trajectories.parquet", StepRecord),
+                        read_tasks(Path(round_path) / "tasks.json"),
+                        token_budget(cfg, ALGORITHMS.get(cfg.rl.algorithm)), SKILL_SAMPLE_ROWS)
+    tracker.log_table(pd.DataFrame(rows), "analyzer_skills.json")
+    return len(rows)
+
+
+def analysis_prompts(cfg: SeedConfig, tracker: Tracker) -> dict[str, str]:
+    """The registered versions of the prompts ``cfg.rl.algorithm``'s analyzer sends, named on the stage's run (none
+    without an analyzer): ``seed_core.tracking.use_prompts``."""
+    from seed_core.algorithms import ALGORITHMS
+    from seed_core.analyzer.prompts import registry_prompts, registry_tags
+
+    algorithm = ALGORITHMS.get(cfg.rl.algorithm)
+    if algorithm.analyzer is None:
+        return {}
+    prompts = registry_prompts(step_skills=algorithm.step_skills and cfg.rl.max_step_skills > 0,
+                               retry=cfg.annotate.parse_attempts > 1)
+    return use_prompts(tracker, prompts, registry_tags())
 
 
 @task(name="rl_launch", cache_policy=NO_CACHE)

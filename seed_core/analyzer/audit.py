@@ -79,6 +79,33 @@ def audit_metrics(env: Any, annotations: Sequence[AnnotationRecord], records: Se
     return out
 
 
+def token_budget(cfg: Any, algorithm: Any) -> int:
+    """The answer's token budget that marks a truncated analysis: the self-analyzer's (``rl.analyzer_max_new_tokens``),
+    the Stage-1 client's (``annotate.max_tokens``) for the ``annotate`` analyzer, none (0) for any other."""
+    if algorithm.analyzer_governance:
+        return cfg.rl.analyzer_max_new_tokens
+    return cfg.annotate.max_tokens if algorithm.analyzer == "annotate" else 0
+
+
+def skill_sample(env: Any, annotations: Sequence[AnnotationRecord], records: Sequence[StepRecord],
+                 tasks: dict[str, Task], max_new_tokens: int, rows: int) -> list[dict[str, Any]]:
+    """Up to ``rows`` of the analyses, evenly spaced in their order, one row each: the trajectory, its task and
+    outcome, the skill text, whether it parsed (else its ``failure_category`` and error) and whether the environment's
+    ``judge_skill`` accepts it (None without a judge); ``tasks``: task_id -> Task."""
+    judge = getattr(env, "judge_skill", None)
+    episode = {r.traj_id: r for r in records}  # any step: task and outcome are the episode's
+    out = []
+    for a in list(annotations)[::max(1, -(-len(annotations) // max(rows, 1)))][:rows]:
+        step = episode.get(a.traj_id)
+        task = tasks.get(step.task_id) if step is not None else None
+        correct = None if judge is None or task is None else bool(a.ok and judge(task, a.episode_skill))
+        out.append({"traj_id": a.traj_id, "task_id": getattr(step, "task_id", ""),
+                    "task_type": getattr(step, "task_type", ""), "episode_success": getattr(step, "success", None),
+                    "parsed": a.ok, "failure": failure_category(a, max_new_tokens) or "", "correct": correct,
+                    "skill": a.episode_skill, "error": a.error[:300]})
+    return out
+
+
 def warn_if_unsound(metrics: dict[str, float], algorithm: str, round_idx: int, prefix: str = "analysis") -> bool:
     """One warning line when the round's parse rate is below ``PARSE_WARN_BELOW``; returns whether it warned."""
     rate = metrics.get(f"{prefix}/parse_ok_rate")

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from seed_core.analyzer.audit import audit_metrics, warn_if_unsound
+from seed_core.analyzer.audit import audit_metrics, token_budget, warn_if_unsound
 from seed_core.analyzer.governance import (ANALYZER_DIR, GOVERNANCE, AnalyzerWeights, Governance, GovernanceError,
                                            check_supported, ema_update, refresh_passes)
 from seed_core.analyzer.parse import skill_metrics
@@ -147,11 +147,8 @@ def analyze(state: Any, analyzer_checkpoint: Path | None, init_checkpoint: Path)
             group_by_trajectory(state.records), {t.task_id: t for t in state.tasks}, client,
             parse_attempts=cfg.annotate.parse_attempts, policy_version=state.version, env=state.env,
             max_step_skills=cfg.rl.max_step_skills if algorithm.step_skills else 0)
-        # the answer's token budget (truncation): the self-analyzer's, the Stage-1 client's, none for the oracle
-        budget = cfg.rl.analyzer_max_new_tokens if algorithm.analyzer_governance else \
-            (cfg.annotate.max_tokens if algorithm.analyzer == "annotate" else 0)
         metrics.update(audit_metrics(state.env, annotations, state.records, {t.task_id: t for t in state.tasks},
-                                     budget, "analysis"))
+                                     token_budget(cfg, algorithm), "analysis"))
         metrics.update(skill_metrics([a.episode_skill for a in annotations if a.ok], "analysis"))
         warn_if_unsound(metrics, cfg.rl.algorithm, state.round_idx)
     metrics["time/analysis_s"] = time.perf_counter() - t0

@@ -95,6 +95,24 @@ def test_mlflow_params_tags_and_metrics(runs: dict[str, Any]) -> None:
     assert len(client.list_artifacts(runs["parent"].info.run_id, "curves")) == 2
 
 
+def test_mlflow_opens_on_runs_and_names_prompts_and_skill_samples(runs: dict[str, Any]) -> None:
+    """Issue 41: the experiment is typed model training; the runs that send analysis prompts name their registered
+    versions; each analyzing round logs a sample of its skills as a table (none for GRPO, which does not analyze)."""
+    client, by_name = runs["client"], runs["by_name"]
+    assert client.get_experiment(runs["parent"].info.experiment_id).tags["mlflow.experimentKind"] == \
+        "custom_model_development"
+    for name in ("annotate", "rl-seed"):
+        assert by_name[name].data.tags["prompt.seed-analysis"].isdigit()
+    assert not any(k.startswith("prompt.") for k in by_name["rl-grpo"].data.tags)
+    skills = client.list_artifacts(by_name["rl-seed-round-000"].info.run_id)
+    assert "analyzer_skills.json" in {f.path for f in skills}
+    table = client.load_table(runs["parent"].info.experiment_id, "analyzer_skills.json",
+                              run_ids=[by_name["rl-seed-round-000"].info.run_id])
+    assert len(table) > 0 and {"skill", "parsed", "correct", "failure"} <= set(table.columns)
+    grpo = client.list_artifacts(by_name["rl-grpo-round-000"].info.run_id)
+    assert "analyzer_skills.json" not in {f.path for f in grpo}
+
+
 def test_the_report_stage_published_the_table_as_a_prefect_artifact(pipeline: dict[str, Any]) -> None:
     from prefect.artifacts import Artifact
 
