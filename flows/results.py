@@ -103,8 +103,14 @@ def mlflow_ui() -> str | None:
     return servers.ui_url("mlflow")
 
 
+TRAINING_VIEW = "workflowType=machine_learning"
+"""MLflow 3.17's UI shows every experiment as its sidebar switch says, whatever the experiment's type tag: GenAI (the
+default) opens an experiment on the GenAI overview and a run as an evaluation, Model training on the runs. A link
+with this query opens in Model training, and the experiment pages reached from it keep it."""
+
+
 def mlflow_run_url(base: str, experiment_id: str, run_id: str) -> str:
-    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}?{TRAINING_VIEW}"
 
 
 def prefect_flow_run_url(api_url: str, flow_run_id: str) -> str:

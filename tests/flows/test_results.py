@@ -98,7 +98,8 @@ def test_pipeline_run_publishes_the_table_to_prefect_and_mlflow(project: Path, m
     assert run.prefect_flow_run_id and run.prefect_flow_run_id != first.prefect_flow_run_id
     assert run.metrics == {"grpo/sokoban/test/success_rate": 0.25, "seed/sokoban/test/success_rate": 0.75}
     assert run.links == {
-        "MLflow run": f"http://127.0.0.1:5999/#/experiments/{run.mlflow_experiment_id}/runs/{run.mlflow_run_id}",
+        "MLflow run": f"http://127.0.0.1:5999/#/experiments/{run.mlflow_experiment_id}/runs/{run.mlflow_run_id}"
+                      "?workflowType=machine_learning",  # MLflow's Model training view, not GenAI's
         "Prefect flow run": f"http://127.0.0.1:4299/runs/flow-run/{run.prefect_flow_run_id}"}
 
     markdown = Artifact.get(RESULTS_KEY)
@@ -126,7 +127,8 @@ def test_table_rows_are_json_safe(tmp_path: Path) -> None:
 
 
 def test_ui_urls() -> None:
-    assert mlflow_run_url("http://h:5000/", "3", "abc") == "http://h:5000/#/experiments/3/runs/abc"
+    assert mlflow_run_url("http://h:5000/", "3", "abc") == \
+        "http://h:5000/#/experiments/3/runs/abc?workflowType=machine_learning"
     assert prefect_flow_run_url("http://h:4200/api", "f-1") == "http://h:4200/runs/flow-run/f-1"
 
 
