@@ -56,6 +56,10 @@ def run(preset: PresetOption = None, set_: SetOption = None,
         overrides = parse_overrides(set_ or [])
         workspace.check()  # read-only, at once: not after the config load (~1 s) or DVC's lock wait (3 s)
         cfg = loader.load_config(preset or project_root() / "params.yaml", overrides or None)
+        from seed_app.preset_card import provenance_line
+
+        if preset and (line := provenance_line(preset)):  # a paper preset: its values against the paper, one line
+            typer.echo(line)
         links = None  # nothing stale: no run, so no links
         if not (preset or overrides or name) and up_to_date(project_root()):
             typer.echo("seed: every stage is up to date (dvc status), nothing to run; no new MLflow or Prefect run "
