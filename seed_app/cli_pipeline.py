@@ -101,8 +101,9 @@ def sweep_metrics(root: Path, cfg: Any) -> dict[str, float]:
 
 
 @command(short_help="Run the methods table over several random seeds, with confidence intervals.")
-def sweep(seeds: Annotated[int, typer.Option(min=1, max=1000, metavar="N", help="Run random seeds 0..N-1, one DVC "
-                                                                                "foreach cell each.")] = 5,
+def sweep(seeds: Annotated[Optional[int], typer.Option(
+              min=1, max=1000, metavar="N", help="Run random seeds 0..N-1, one DVC foreach cell each (default: the "
+                                                 "params file's or preset's sweep.seeds, e.g. 0..4).")] = None,
           methods: Annotated[Optional[str], typer.Option(
               metavar="LIST", help="Comma-separated methods: vanilla, sft, any RL algorithm, and any of them with * "
                                    "(skill_grpo*: evaluated with the static skills in the prompt); the default is "
@@ -128,7 +129,7 @@ def sweep(seeds: Annotated[int, typer.Option(min=1, max=1000, metavar="N", help=
             check_pool_name(pool)
         workspace.check()  # read-only, at once: not after the config load (~1 s)
         current = loader.load_config(preset or project_root() / "params.yaml")
-        if list(range(seeds)) != current.sweep.seeds:
+        if seeds is not None and list(range(seeds)) != current.sweep.seeds:  # else the preset's (study seeds 10-19)
             overrides["sweep.seeds"] = list(range(seeds))
         if methods and parse_methods(methods) != current.sweep.methods:
             overrides["sweep.methods"] = parse_methods(methods)
