@@ -103,9 +103,9 @@ def reproduce(cmd: list[str], root: Path, env: dict[str, str], inputs: str) -> N
     run started from (``inputs``: ``flows.run_inputs.snapshot``, which each stage checks), in a process group of its
     own that a Ctrl-C stops before the servers do (``seed_app.interrupt``). Raises ``InputsChanged`` when an input
     changed meanwhile, else ``CalledProcessError`` when DVC failed."""
-    fd = dvc_lock.held_fd(root)
-    code = interrupt.run_dvc(dvc_lock.command(cmd, fd, root), root, {**env, run_inputs.INPUTS_VAR: inputs},
-                             pass_fds=(*workspace.inherited_fds(), fd))
+    with dvc_lock.hold(root) as fd:  # the run's own hold (``run_pipeline``), or one of this root's own
+        code = interrupt.run_dvc(dvc_lock.command(cmd, fd, root), root, {**env, run_inputs.INPUTS_VAR: inputs},
+                                 pass_fds=(*workspace.inherited_fds(), fd))
     if names := run_inputs.changed(json.loads(inputs)):
         raise InputsChanged(f"the run stopped: {run_inputs.message(json.loads(inputs), names)}")
     if code:

@@ -84,6 +84,13 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mlflow_uri: str) ->
         return real_run(cmd, *args, **kwargs)
 
     monkeypatch.setattr(subprocess, "run", fake_run)
+
+    def fake_dvc(cmd: list[str], root: Path, env: dict[str, str], **kwargs: Any) -> int:
+        """``dvc repro`` as the run starts it: through ``seed_app.dvc_lock`` with the held lock's descriptor."""
+        assert cmd[1:3] == ["-m", "seed_app.dvc_lock"] and kwargs["pass_fds"], cmd
+        return subprocess.run(["dvc", *cmd[5:]], env=env).returncode  # the fake in force (a test may swap it)
+
+    monkeypatch.setattr(dvc_run.interrupt, "run_dvc", fake_dvc)
     urls = {"mlflow": "http://127.0.0.1:5999", "prefect": "http://127.0.0.1:4299"}
     monkeypatch.setattr(servers, "ui_url", lambda name: urls[name])
     return tmp_path
