@@ -222,8 +222,13 @@ def confirmatory_blocks(merged: list[dict[str, Any]], learning: dict[str, Any], 
     names = [c["name"] for c in plan["family"]["comparisons"]]
     primary = primary_scores(merged) if merged else {}
     seeds = list(learning["setting"].get("seeds", []))
-    status = "confirmatory" if seeds and seeds == plan["seeds"]["study"][:len(seeds)] else \
-        f"exploratory: seeds {seeds} are not the plan's study seeds; these numbers test nothing the plan registered"
+    study = [*plan["seeds"]["study"], *plan["seeds"]["extension"]]
+    if seeds and set(seeds) <= set(study):
+        status = "confirmatory" if len(seeds) >= len(plan["seeds"]["study"]) else \
+            f"confirmatory, incomplete: {len(seeds)} of the plan's {len(plan['seeds']['study'])} study seeds " \
+            f"({seeds}); the decision rules apply only to all of them"
+    else:
+        status = f"exploratory: seeds {seeds} are not the plan's study seeds; these numbers test nothing it registered"
     return {"plan": plan, "status": status,
             "positive_control": positive_control(heldout_scores(learning["methods"]), plan),
             "primary": {m: {"per_seed": v, "mean": sum(v) / len(v)} for m, v in primary.items()},
