@@ -229,8 +229,11 @@ def confirmatory_blocks(merged: list[dict[str, Any]], learning: dict[str, Any], 
             f"({seeds}); the decision rules apply only to all of them"
     else:
         status = f"exploratory: seeds {seeds} are not the plan's study seeds; these numbers test nothing it registered"
-    return {"plan": plan, "status": status,
-            "positive_control": positive_control(heldout_scores(learning["methods"]), plan),
+    control = positive_control(heldout_scores(learning["methods"]), plan)
+    if status.startswith("confirmatory, incomplete") and "mean_diff" in control:  # judged on all study seeds only
+        control["verdict"] = f"not judged yet: {len(seeds)} of {len(plan['seeds']['study'])} study seeds " \
+                             f"(the smallest sign-flip p at n = {len(seeds)} is {2 / 2 ** len(seeds):g})"
+    return {"plan": plan, "status": status, "positive_control": control,
             "primary": {m: {"per_seed": v, "mean": sum(v) / len(v)} for m, v in primary.items()},
             "family": family_block(primary, names)}
 
