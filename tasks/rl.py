@@ -57,21 +57,11 @@ def log_skill_sample(cfg: SeedConfig, round_path: Path, tracker: Tracker) -> int
         return 0
     import pandas as pd
 
-    from seed_core.algorithms import ALGORITHMS
-    from seed_core.analyzer.audit import skill_sample, token_budget
-    from seed_core.envs import ENVS
-    from seed_core.io import read_records
-    from seed_core.task_sets import read_tasks
-    from seed_core.types import AnnotationRecord, StepRecord
+    from seed_core.analyzer.audit import round_skill_sample
 
-    annotations = read_records(Path(round_path) / "annotations.parquet", AnnotationRecord)
-    if not annotations:
+    rows = round_skill_sample(cfg, Path(round_path), SKILL_SAMPLE_ROWS)
+    if not rows:
         return 0
-    env_class = ENVS.get(cfg.env.name)  # built only when it can judge a skill
-    env = env_class(cfg.env) if hasattr(env_class, "judge_skill") else None
-    rows = skill_sample(env, annotations, read_records(Path(round_path) / "trajectories.parquet", StepRecord),
-                        read_tasks(Path(round_path) / "tasks.json"),
-                        token_budget(cfg, ALGORITHMS.get(cfg.rl.algorithm)), SKILL_SAMPLE_ROWS)
     tracker.log_table(pd.DataFrame(rows), "analyzer_skills.json")
     return len(rows)
 

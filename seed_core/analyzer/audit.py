@@ -19,6 +19,7 @@ round's parse rate falls below ``PARSE_WARN_BELOW``.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any, Sequence
 
 from seed_core.types import AnnotationRecord, StepRecord, Task
@@ -104,6 +105,24 @@ def skill_sample(env: Any, annotations: Sequence[AnnotationRecord], records: Seq
                     "parsed": a.ok, "failure": failure_category(a, max_new_tokens) or "", "correct": correct,
                     "skill": a.episode_skill, "error": a.error[:300]})
     return out
+
+
+def round_skill_sample(cfg: Any, round_path: Path, rows: int) -> list[dict[str, Any]]:
+    """``skill_sample`` of a finished RL round's directory (its annotations, trajectories and tasks), judged by the
+    configured environment where it has a judge; [] when the round has no analyses."""
+    from seed_core.algorithms import ALGORITHMS
+    from seed_core.envs import ENVS
+    from seed_core.io import read_records
+    from seed_core.task_sets import read_tasks
+
+    annotations = read_records(round_path / "annotations.parquet", AnnotationRecord)
+    if not annotations:
+        return []
+    env_class = ENVS.get(cfg.env.name)  # built only when it can judge a skill
+    env = env_class(cfg.env) if hasattr(env_class, "judge_skill") else None
+    return skill_sample(env, annotations, read_records(round_path / "trajectories.parquet", StepRecord),
+                        read_tasks(round_path / "tasks.json"), token_budget(cfg, ALGORITHMS.get(cfg.rl.algorithm)),
+                        rows)
 
 
 def warn_if_unsound(metrics: dict[str, float], algorithm: str, round_idx: int, prefix: str = "analysis") -> bool:
