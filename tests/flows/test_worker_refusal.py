@@ -191,6 +191,7 @@ def test_the_cell_process_checks_again_the_parameters_it_runs_with(project, tmp_
 
     root, env = project
     ensure_deployment(STOP_POOL)
+    before = sorted((root / ".tmp").rglob("*")) if (root / ".tmp").exists() else []  # other tests' cells (any order)
     parameters = {**cell_parameters(root, tmp_path, "sqlite:///x.db"), "key": "../../outside"}
     with get_client(sync_client=True) as client:
         flow_run = client.create_flow_run_from_deployment(
@@ -201,7 +202,8 @@ def test_the_cell_process_checks_again_the_parameters_it_runs_with(project, tmp_
         run = client.read_flow_run(flow_run.id)
     assert done.returncode == 0, done.stderr[-3000:]
     assert_refused(run, "its key '../../outside' is not its config's")
-    assert not (tmp_path / "sweep_pool").exists() and not (root / ".tmp" / "sweep_pool").exists()
+    after = sorted((root / ".tmp").rglob("*")) if (root / ".tmp").exists() else []
+    assert not (tmp_path / "sweep_pool").exists() and after == before, "the refused cell wrote nothing"
 
 
 def test_a_worker_refuses_an_unauthenticated_api_without_the_flag(project) -> None:
