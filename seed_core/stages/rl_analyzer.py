@@ -115,7 +115,7 @@ def _audit(state: Any, model: torch.nn.Module) -> dict[str, float]:
 
     cfg = state.cfg
     records, tasks = state.governance["panel"]
-    env = make_env(cfg.env)
+    env = state.env if state.env is not None else make_env(cfg.env)  # round 0's first audit runs before play
     backend = BACKENDS.get(cfg.generation.backend)(replace(state.policy, model=model), cfg.generation)
     with torch.random.fork_rng():
         notes = annotate_trajectories(group_by_trajectory(records), tasks, policy_client(cfg, backend=backend),

@@ -79,14 +79,13 @@ def anchor_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batc
             with torch.no_grad():
                 ref, _ = response_logprobs(ref_model, packed)
         n, tokens = len(answers[part]), float(packed.response_mask.sum())
-        sg, metrics = anchor_loss(logprobs, None, packed.response_mask, rewards[part], 1.0, 0.0)
-        loss = sg_coef * sg * (n / len(answers))  # the batch mean over answers, as one step
-        if ref is not None:
-            kl_part, kl_metrics = anchor_loss(logprobs, ref, packed.response_mask, [0.0] * n, 0.0, 1.0)
-            loss = loss + kl_coef * kl_part * (tokens / total_tokens)  # the batch's token mean
-            sums["anchor/kl"] = sums.get("anchor/kl", 0.0) + kl_metrics["anchor/kl"] * tokens / total_tokens
+        # one loss over the whole batch: this micro-batch's share of the answers (L_sg) and of their tokens (L_kl)
+        loss, metrics = anchor_loss(logprobs, ref, packed.response_mask, rewards[part], sg_coef * n / len(answers),
+                                    kl_coef * tokens / total_tokens)
         (accelerator.backward(loss) if accelerator is not None else loss.backward())
-        sums["anchor/sg_loss"] = sums.get("anchor/sg_loss", 0.0) + metrics["anchor/sg_loss"] * n / len(answers)
+        for key, weight in (("anchor/sg_loss", n / len(answers)), ("anchor/kl", tokens / total_tokens)):
+            if key in metrics:
+                sums[key] = sums.get(key, 0.0) + metrics[key] * weight
         sums["anchor/loss"] = sums.get("anchor/loss", 0.0) + float(loss.detach())
     norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], grad_clip)
     optimizer.step()
