@@ -2,7 +2,8 @@
 nor change them (Prefect: CORS for its own origin and CSRF tokens; MLflow: allowed hosts and CORS origins), and
 `seed ui --auth` puts both behind their own basic auth, while seed's processes still reach them: the pipeline
 run's Prefect client (auth string + CSRF token) and MLflow client, and the stage processes. One `seed ui --auth`
-for the module (~25 s), on free ports, with its stores and files in a tmp directory."""
+for the module (~25 s; again after the test of `seed ui --stop`, which may run first: random order), on free
+ports, with its stores and files in a tmp directory."""
 
 from __future__ import annotations
 
@@ -61,25 +62,41 @@ def isolated_ui(tmp: Path) -> Iterator[tuple[pytest.MonkeyPatch, int, int]]:
         yield mp, prefect_port, mlflow_port
 
 
-@pytest.fixture(scope="module")
-def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UI]:
-    """`seed ui --auth` (the CLI) on free ports; its PID/log/auth files in a tmp ``.tmp/ui``, Prefect's database
-    and MLflow's store in tmp; stopped by `seed ui --stop` (the last test) or at the end."""
+def start_ui(tmp: Path, prefect_port: int, mlflow_port: int) -> UI:
+    """`seed ui --auth` through the CLI on the given ports; its files under ``tmp``."""
     from seed_app.cli import app
 
+    result = CliRunner().invoke(app, ["ui", "--auth", "--prefect-port", str(prefect_port), "--mlflow-port",
+                                      str(mlflow_port)])
+    assert result.exit_code == 0, result.output
+    password = json.loads((tmp / flows_servers.AUTH_FILE).read_text())["password"]
+    return UI(f"http://127.0.0.1:{prefect_port}", f"http://127.0.0.1:{mlflow_port}", password, result.output, tmp)
+
+
+@pytest.fixture(scope="module")
+def ui_slot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    """The module's isolated `seed ui` place (tmp files, two free ports); ``ui`` starts the servers there.
+    Stopped at the end of the module."""
     tmp = tmp_path_factory.mktemp("ui")
     with isolated_ui(tmp) as (mp, prefect_port, mlflow_port):
         mp.delenv(services.PASSWORD_VAR, raising=False)
-        result = CliRunner().invoke(app, ["ui", "--auth", "--prefect-port", str(prefect_port), "--mlflow-port",
-                                          str(mlflow_port)])
+        slot: dict[str, object] = {"tmp": tmp, "ports": (prefect_port, mlflow_port), "ui": None}
         try:
-            assert result.exit_code == 0, result.output
-            password = json.loads((tmp / flows_servers.AUTH_FILE).read_text())["password"]
-            yield UI(f"http://127.0.0.1:{prefect_port}", f"http://127.0.0.1:{mlflow_port}", password, result.output,
-                     tmp)
+            yield slot
         finally:
             for name in ("prefect", "mlflow"):
                 flows_servers.stop(name)
+
+
+@pytest.fixture
+def ui(ui_slot: dict[str, object]) -> UI:
+    """`seed ui --auth`, started once for the module and again only after a test stopped it (`seed ui --stop`
+    may run in any position: the tests run in random order, pytest-randomly)."""
+    current = ui_slot["ui"]
+    if not isinstance(current, UI) or not flows_servers.healthy(f"{current.prefect}/api/health"):
+        prefect_port, mlflow_port = ui_slot["ports"]  # type: ignore[misc]
+        ui_slot["ui"] = current = start_ui(ui_slot["tmp"], prefect_port, mlflow_port)  # type: ignore[arg-type]
+    return current
 
 
 def test_the_password_is_random_printed_once_and_kept_in_a_0600_file(ui: UI) -> None:
