@@ -9,7 +9,8 @@ written, the next ``seed run`` reruns what the new values change. DVC itself can
 holds DVC's lock, ``seed_app.dvc_lock``); this catches everything else (an editor, a ``git checkout``).
 
 ``params.yaml`` is compared by its values, not its bytes, less the keys the run's own ``dvc exp run -S`` sets (DVC
-writes those into the file after the snapshot); ``dvc.yaml`` by its bytes. The message names the file, when it
+writes those into the file after the snapshot), read as DVC and seed's config read them (YAML 1.2: DVC's rewrite
+drops the quotes of ``"no"``, which a YAML 1.1 reader would then see as ``False``); ``dvc.yaml`` by its bytes. The message names the file, when it
 changed and, if one can be seen, the process that has it open or a ``dvc`` command running in the project outside
 this run.
 """
@@ -44,13 +45,15 @@ def _without(data: Any, keys: Iterable[str]) -> Any:
 def digest(path: Path, ignore: Iterable[str] = ()) -> str | None:
     """sha256 of ``path``'s values (a params file: parsed, less ``ignore``) or bytes (anything else); None when it
     is missing or not YAML."""
-    import yaml
+    from ruamel.yaml import YAML  # YAML 1.2, as DVC and seed_core.loader.parse_yaml read params
+    from ruamel.yaml.error import YAMLError
 
     try:
         raw = path.read_bytes()
         if path.name == "params.yaml":
-            raw = json.dumps(_without(yaml.safe_load(raw), ignore), sort_keys=True, default=str).encode()
-    except (OSError, yaml.YAMLError):
+            values = YAML(typ="safe", pure=True).load(raw)
+            raw = json.dumps(_without(values, ignore), sort_keys=True, default=str).encode()
+    except (OSError, YAMLError):
         return None
     return hashlib.sha256(raw).hexdigest()
 
