@@ -1,0 +1,191 @@
+"""Render README.md and docs/results.md from their templates and the committed measurements.
+
+Why: a number typed into a guide goes stale the day its result is re-measured. Every result number in these
+pages is therefore read here from where it was measured, ``benchmarks/results/*.json`` and the committed
+reference run's ``reports/table.csv``, and the pages are written from ``docs/templates/*.j2`` (Jinja2). The
+templates hold prose and no measured number; ``tests/unit/test_docs_render.py`` fails when a committed page
+differs from a fresh render or when a template's text holds a number the render does not fill.
+
+    .venv/bin/python scripts/render_docs.py           # rewrite the pages
+    .venv/bin/python scripts/render_docs.py --check   # exit 1, naming each page that differs (no writing)
+
+Table 2's column follows the paper's convention: Drop = the row's success minus SEED's, in points (negative
+when removing the part hurt SEED), named so in the column header.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATES = ROOT / "docs" / "templates"
+PAGES = {"README.md.j2": "README.md", "results.md.j2": "docs/results.md"}
+"""Template (under docs/templates/) -> the page it renders, relative to the repository root."""
+RESULTS = ROOT / "benchmarks" / "results"
+ABLATIONS = ("seed", "seed_no_sft", "seed_no_opd", "seed_static_library", "seed_static")
+"""Paper Table 2's rows: SEED first (seed_core/algorithms.py ABLATIONS; repeated so the script imports no torch)."""
+
+
+def _json(name: str) -> dict[str, Any]:
+    """One committed measurement, ``benchmarks/results/<name>``."""
+    return json.loads((RESULTS / name).read_text())
+
+
+def pct(x: float) -> str:
+    """A rate in [0, 1] as percent with one decimal, the tables' format (0.3281 -> '32.8')."""
+    return f"{100 * x:.1f}"
+
+
+def signed(x: float) -> str:
+    """A difference of rates in [0, 1] as signed points with one decimal (-0.055 -> '-5.5')."""
+    return f"{100 * x:+.1f}"
+
+
+def thousands(x: float) -> str:
+    """Seconds as a whole number with a thousands separator (2172.4 -> '2,172')."""
+    return f"{round(x):,}"
+
+
+def reference_rows() -> list[dict[str, Any]]:
+    """The committed reference run's rows, in the table's order: the method keys from ``reports/table.csv`` (its
+    all-task-types rows), the figures as ``reports/table.md`` prints them (the CSV rounds rates to 4 decimals, so a
+    percent recomputed from it can differ from the printed one in the last digit)."""
+    with (ROOT / "reports" / "table.csv").open() as f:
+        keys = {r["label"]: (r["method"], float(r["success_rate"])) for r in csv.DictReader(f)
+                if r["task_type"] == "all"}
+    rows = []
+    for line in (ROOT / "reports" / "table.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[0] in keys and not any(r["label"] == cells[0] for r in rows):
+            method, rate = keys[cells[0]]
+            rows.append({"method": method, "label": cells[0], "success_rate": rate, "success": cells[1],
+                         "valid": cells[2], "episodes": int(cells[4])})
+    return rows
+
+
+def table2(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Paper Table 2 from the reference rows: SEED, then each ablation with Drop = row - SEED (the paper's sign)."""
+    by = {r["method"]: r for r in rows}
+    seed = by[ABLATIONS[0]]["success_rate"]
+    return [{"label": by[m]["label"], "success": by[m]["success"],
+             "drop": "-" if m == ABLATIONS[0] else signed(by[m]["success_rate"] - seed)}
+            for m in ABLATIONS if m in by]
+
+
+def verdict_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each reference row against the committed sweep (``learning.json``) by ``seed run``'s own rule."""
+    sys.path.insert(0, str(ROOT))
+    from seed_core.reference import judge  # the rule seed run applies; scipy only, no torch
+
+    out = []
+    for v in judge(rows, _json("learning.json")):
+        missing = v.status == "missing"
+        out.append({"label": v.label, "success": pct(v.value),
+                    "range": "not in the reference" if missing else f"[{pct(v.low)}, {pct(v.high)}]",
+                    "status": "-" if missing else v.status})
+    return out
+
+
+def preflight(name: str) -> dict[str, Any]:
+    """The pre-flight measures of one ``seed preflight --json`` record, formatted for the side-by-side table."""
+    d = _json(name)
+    p, s, th = d["p_expert"], d["success"], d["thresholds"]
+    return {"plain": f"{p['plain']:.3f}", "matched": f"{p['matched']:.3f}", "mismatched": f"{p['mismatched']:.3f}",
+            "lift": f"{p['matched'] - p['plain']:+.3f}", "control": f"{p['mismatched'] - p['plain']:+.3f}",
+            "gap": signed(d["perf_gap"]), "student": pct(s["student"]), "teacher": pct(s["teacher"]),
+            "skill_correct": f"{100 * d['skill_correct']:.0f}", "grad_ratio": f"{d['grad_ratio']:.3f}",
+            "zero_adv": f"{100 * d['zero_adv_groups']:.1f}".removesuffix(".0"),
+            "failed": sum(not t["passed"] for t in th.values()), "measures": len(th),
+            "verdict": "go" if d["passed"] else "no-go", "states": p["states"],
+            "thresholds": {k: f"{t['op']} {_scaled(k, t['value'])}" for k, t in th.items()}}
+
+
+PERCENT_THRESHOLDS = {"perf_gap": " points", "skill_correct": "%", "zero_adv_groups": "%"}
+"""Pre-flight thresholds on rates shown in the table's units: points of success, percent of skills or groups."""
+
+
+def _scaled(key: str, value: float) -> str:
+    """One pre-flight threshold as the table shows it (0.3 on perf_gap -> '30 points'; other ratios as they are)."""
+    return f"{100 * value:g}{PERCENT_THRESHOLDS[key]}" if key in PERCENT_THRESHOLDS else f"{value:g}"
+
+
+def numerics() -> dict[str, Any]:
+    """The pinned-numerics cost and the native lane's GRPO (``numerics_run_cost.json``)."""
+    d = _json("numerics_run_cost.json")
+    pinned, native = d["lanes"]["pinned"], d["lanes"]["native"]
+    return {"pinned_pretrain_s": pinned["pretraining_s"], "native_pretrain_s": native["pretraining_s"],
+            "pretrain_cost": f"{100 * (d['ratios_pinned_over_native']['pretraining'] - 1):.0f}",
+            "native_grpo": f"{native['success']['GRPO']:.1f}", "pinned_equal": pinned["table_equals_committed"],
+            "threads": d["threads_per_lane"]}
+
+
+def timings() -> dict[str, Any]:
+    """The two commands' measured times: set-up and CI (``two_commands.json``), ``seed run`` of the current
+    default (the pinned lane of ``numerics_run_cost.json``: every RL row of today's default, one torch thread)."""
+    t, lane = _json("two_commands.json"), _json("numerics_run_cost.json")
+    return {"setup_s": thousands(t["setup_fresh_clone_s"]), "ci_s": thousands(t["ci_total_s"]),
+            "ci_commit": t["ci_total_recorded_at"],
+            "run_s": thousands(lane["lanes"]["pinned"]["wall_s"]), "run_threads": lane["threads_per_lane"],
+            "run_commit": lane["commit"][:7], "run_rl_rows": len(lane["lanes"]["pinned"]["rl"])}
+
+
+def sweep() -> dict[str, Any]:
+    """The committed 5-seed sweep (``learning.json``) and the pool's scaling (``sweep_scaling.json``)."""
+    learn, scale = _json("learning.json"), _json("sweep_scaling.json")
+    counts = {(c["workers"], c["torch_threads_per_cell"]): c["cells_per_hour"] for c in scale["counts"]}
+    two, one = counts[(2, 1)], counts[(1, 2)]
+    return {"seeds": len(next(iter(learn["methods"].values()))["per_seed"]), "commit": learn["commit"],
+            "methods": ", ".join(learn["labels"][m] for m in learn["method_order"]),
+            "two_workers": f"{two:.1f}", "one_worker": f"{one:.1f}", "speedup": f"{two / one:.2f}"}
+
+
+def context() -> dict[str, Any]:
+    """Everything the templates read: the measurements above and the default's settings (params.yaml)."""
+    rows = reference_rows()
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    return {"params": params, "reference": rows,
+            "table2": table2(rows), "verdict": verdict_rows(rows), "episodes": rows[0]["episodes"],
+            "pre_default": preflight("preflight_default.json"), "pre_lab": preflight("preflight_mechanism.json"),
+            "numerics": numerics(), "time": timings(), "sweep": sweep(),
+            "rl_rows": len(_json("numerics_run_cost.json")["lanes"]["pinned"]["rl"])}
+
+
+def render() -> dict[str, str]:
+    """Each page's fresh text, keyed by its path relative to the repository root."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, autoescape=False)
+    ctx = context()
+    return {page: env.get_template(name).render(**ctx) for name, page in PAGES.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the pages, or with ``--check`` name each one whose committed text differs from its render."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="compare only; exit 1 when a page differs")
+    args = ap.parse_args(argv)
+    stale = []
+    for page, text in render().items():
+        path = ROOT / page
+        if path.exists() and path.read_text() == text:
+            continue
+        if args.check:
+            stale.append(page)
+        else:
+            path.write_text(text)
+            print(f"render_docs: wrote {page}")
+    for page in stale:
+        print(f"render_docs: {page} differs from its render; run `.venv/bin/python scripts/render_docs.py`",
+              file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
