@@ -147,6 +147,36 @@ def sweep() -> dict[str, Any]:
             "two_workers": f"{two:.1f}", "one_worker": f"{one:.1f}", "speedup": f"{two / one:.2f}"}
 
 
+def learning(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The committed multi-seed sweep (``learning.json``): per method and per comparison, the testbed's mechanism
+    figures, and whether its seed 0 equals the committed single run (``rows``, rates rounded as in table.csv)."""
+    d = _json("learning.json")
+    methods = [{"key": m, "label": d["labels"][m], "mean": pct(v["mean"]), "lo": pct(v["ci95"][0]),
+                "hi": pct(v["ci95"][1]), "iqm": pct(v["iqm"]), "per_seed": " ".join(pct(x) for x in v["per_seed"])}
+               for m in d["method_order"] for v in [d["methods"][m]]]
+    comps = {k: {"diff": signed(c["mean_diff"]), "lo": signed(c["ci95"][0]), "hi": signed(c["ci95"][1]),
+                 "p": f"{c['prob_improvement']:.2f}", "p_lo": f"{c['prob_improvement_ci95'][0]:.2f}",
+                 "p_hi": f"{c['prob_improvement_ci95'][1]:.2f}",
+                 "every_seed": all(a > b for a, b in zip(*(d["methods"][m]["per_seed"] for m in k.split("-"))))}
+             for k, c in d["comparisons"].items()}
+    single = {r["method"]: r["success_rate"] for r in rows}
+    mech, rl = d["mechanism"]["seed"], d["setting"]["rl"]
+    return {"methods": methods, "comparisons": comps, "by": {m["key"]: m for m in methods},
+            "seeds": len(d["setting"]["seeds"]), "episodes": d["setting"]["episodes"], "commit": d["commit"],
+            "wall_s": thousands(d["wall_s"]), "cell_min_s": thousands(min(d["cell_wall_s"])),
+            "cell_max_s": thousands(max(d["cell_wall_s"])), "threads": d["machine"]["torch_threads"],
+            "command": d["command"],
+            "seed0_equal": all(round(d["methods"][m]["per_seed"][0], 4) == single.get(m) for m in d["methods"]),
+            "cpus": d["machine"]["cpus"], "batch": rl["tasks_per_round"] * rl["group_size"],
+            "delta_matched": f"{d['stage1']['skill/delta_matched']:+.4f}",
+            "delta_mismatched": f"{d['stage1']['skill/delta_mismatched']:+.4f}",
+            "parse": f"{100 * mech['analysis/parse_ok_rate']:.0f}", "distinct": f"{mech['analysis/distinct_skills']:.0f}",
+            "teacher": f"{100 * mech['rl/teacher_sample_ratio']:.0f}",
+            "gap_success": f"{mech['rl/teacher_gap_success']:.3f}", "gap_failure": f"{mech['rl/teacher_gap_failure']:.3f}",
+            "gate_mean": f"{mech['rl/gate_mean']:.2f}", "gate_beta": f"{rl['gate_beta']:g}",
+            "opd_coef": f"{rl['opd_coef']:g}"}
+
+
 def context() -> dict[str, Any]:
     """Everything the templates read: the measurements above and the default's settings (params.yaml)."""
     rows = reference_rows()
@@ -154,7 +184,7 @@ def context() -> dict[str, Any]:
     return {"params": params, "reference": rows,
             "table2": table2(rows), "verdict": verdict_rows(rows), "episodes": rows[0]["episodes"],
             "pre_default": preflight("preflight_default.json"), "pre_lab": preflight("preflight_mechanism.json"),
-            "numerics": numerics(), "time": timings(), "sweep": sweep(),
+            "numerics": numerics(), "time": timings(), "sweep": sweep(), "learning": learning(rows),
             "rl_rows": len(_json("numerics_run_cost.json")["lanes"]["pinned"]["rl"])}
 
 
