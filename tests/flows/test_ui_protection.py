@@ -75,14 +75,13 @@ def start_ui(tmp: Path, prefect_port: int, mlflow_port: int) -> UI:
 
 @pytest.fixture(scope="module")
 def ui_slot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
-    """The module's isolated `seed ui` place (tmp files, two free ports); ``ui`` starts the servers there.
+    """The module's isolated `seed ui` place (tmp files, its monkeypatch); ``ui`` starts the servers there.
     Stopped at the end of the module."""
     tmp = tmp_path_factory.mktemp("ui")
-    with isolated_ui(tmp) as (mp, prefect_port, mlflow_port):
+    with isolated_ui(tmp) as (mp, _, _):
         mp.delenv(services.PASSWORD_VAR, raising=False)
-        slot: dict[str, object] = {"tmp": tmp, "ports": (prefect_port, mlflow_port), "ui": None}
         try:
-            yield slot
+            yield {"tmp": tmp, "mp": mp, "ui": None}
         finally:
             for name in ("prefect", "mlflow"):
                 flows_servers.stop(name)
@@ -90,11 +89,13 @@ def ui_slot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obje
 
 @pytest.fixture
 def ui(ui_slot: dict[str, object]) -> UI:
-    """`seed ui --auth`, started once for the module and again only after a test stopped it (`seed ui --stop`
-    may run in any position: the tests run in random order, pytest-randomly)."""
+    """`seed ui --auth`, started once for the module and again, on two new free ports (the stopped servers' may
+    still be held), only after a test stopped it: `seed ui --stop` may run in any position (random order)."""
     current = ui_slot["ui"]
     if not isinstance(current, UI) or not flows_servers.healthy(f"{current.prefect}/api/health"):
-        prefect_port, mlflow_port = ui_slot["ports"]  # type: ignore[misc]
+        prefect_port, mlflow_port = free_port(), free_port()
+        ui_slot["mp"].setattr(flows_servers, "DEFAULT_PORTS",  # type: ignore[attr-defined]
+                              {"prefect": prefect_port, "mlflow": mlflow_port})
         ui_slot["ui"] = current = start_ui(ui_slot["tmp"], prefect_port, mlflow_port)  # type: ignore[arg-type]
     return current
 
