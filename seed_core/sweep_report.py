@@ -75,19 +75,20 @@ def render_sweep_table(summary: dict[str, Any]) -> str:
 
 def _ablation_lines(summary: dict[str, Any]) -> list[str]:
     """The paper's Table 2 over seeds: SEED and each ablation that ran, its mean success and its drop against SEED
-    (the paired ``seed-<row>`` comparison) with the 95% CI; nothing without SEED and an ablation."""
+    in the paper's sign, Drop = row - SEED (the paired ``seed-<row>`` comparison negated, its 95% CI mirrored);
+    nothing without SEED and an ablation."""
     methods, comparisons = summary["methods"], summary["comparisons"]
     rows = [m for m in ABLATIONS[1:] if m in methods and f"{ABLATIONS[0]}-{m}" in comparisons]
     if ABLATIONS[0] not in methods or not rows:
         return []
-    lines = ["", "Ablations (paper Table 2): drop = SEED minus the row, paired over seeds (points):", "",
-             "| Row | Success (mean) | drop vs SEED | 95% CI | P(SEED > row) |", "|---|---|---|---|---|",
+    lines = ["", "Ablations (paper Table 2): Drop = the row minus SEED, paired over seeds (points, the paper's sign):",
+             "", "| Row | Success (mean) | Drop (row - SEED) | 95% CI | P(SEED > row) |", "|---|---|---|---|---|",
              f"| {label(ABLATIONS[0])} | {_pct(methods[ABLATIONS[0]]['mean'])} | - | - | - |"]
     for method in rows:
         c = comparisons[f"{ABLATIONS[0]}-{method}"]
         lo, hi = c["ci95"]
-        lines.append(f"| {label(method)} | {_pct(methods[method]['mean'])} | {100 * c['mean_diff']:+.1f} | "
-                     f"[{100 * lo:+.1f}, {100 * hi:+.1f}] | {c['prob_improvement']:.2f} |")
+        lines.append(f"| {label(method)} | {_pct(methods[method]['mean'])} | {-100 * c['mean_diff']:+.1f} | "
+                     f"[{-100 * hi:+.1f}, {-100 * lo:+.1f}] | {c['prob_improvement']:.2f} |")
     return lines
 
 

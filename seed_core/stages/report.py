@@ -51,7 +51,8 @@ SCORE_NOTE = ("Score = mean task score (0-1, WebShop's purchase score) x 100; Su
               "columns = success rate (%), success = score 1.")
 """Line above a table with a Score column (the paper's "WS Score" / "WS Succ")."""
 
-ABLATION_NOTE = ("drop vs SEED = SEED's success minus the row's, in points (positive: the ablated part helped). "
+ABLATION_NOTE = ("Drop = the row's success minus SEED's, in points, the paper's sign (negative: removing the part "
+                 "hurt SEED). "
                  "from = the checkpoint a row was trained from: base = the base model, SFT = the Stage-1 "
                  "hindsight-skill checkpoint (the paper's baselines start from the base model, SEED from SFT).")
 """Line above the ablation table."""
@@ -142,15 +143,16 @@ def _start(method: str) -> str:
 
 def ablation_table(table: pd.DataFrame, env: str, split: str) -> str | None:
     """The paper's Table 2 for one (env, split): SEED and each of its ablations (``ABLATIONS``) that was evaluated,
-    with success (%) and its drop against SEED in points; None without SEED or without any ablation."""
+    with success (%) and its drop against SEED in points, the paper's sign: Drop = success(row) - success(SEED);
+    None without SEED or without any ablation."""
     part = table[(table["env"] == env) & (table["split"] == split) & (table["task_type"] == "all")]
     success = dict(zip(part["method"], part["success_rate"]))
     rows = [m for m in ABLATIONS if m in success]
     if ABLATIONS[0] not in success or len(rows) < 2:
         return None
-    lines = ["| Row | Success | drop vs SEED | from |", "|---|---|---|---|"]
+    lines = ["| Row | Success | Drop (row - SEED) | from |", "|---|---|---|---|"]
     for method in rows:
-        drop = "-" if method == ABLATIONS[0] else f"{100 * (success[ABLATIONS[0]] - success[method]):+.1f}"
+        drop = "-" if method == ABLATIONS[0] else f"{100 * (success[method] - success[ABLATIONS[0]]):+.1f}"
         lines.append(f"| {label(method)} | {_percent(success[method])} | {drop} | {_start(method)} |")
     return "\n".join(lines)
 

@@ -221,10 +221,10 @@ def test_the_ablation_table_gives_each_row_its_drop_against_seed_and_its_start(t
         write_records(_sokoban(key, won), dirs[key] / "episodes.parquet", EvalRecord)
     table = summarize(load_episodes(dirs))
     assert ablation_table(table, "sokoban", "test").splitlines() == [
-        "| Row | Success | drop vs SEED | from |", "|---|---|---|---|",
+        "| Row | Success | Drop (row - SEED) | from |", "|---|---|---|---|",
         "| SEED | 75.0 | - | SFT |",
-        "| SEED w/o hindsight-skill SFT | 50.0 | +25.0 | base |",
-        "| SEED w/o self-evolving OPD | 25.0 | +50.0 | SFT |"]
+        "| SEED w/o hindsight-skill SFT | 50.0 | -25.0 | base |",
+        "| SEED w/o self-evolving OPD | 25.0 | -50.0 | SFT |"]
     assert ablation_table(summarize(load_episodes({"grpo": dirs["grpo"], "seed": dirs["seed"]})),
                           "sokoban", "test") is None  # no ablation row: no table
     md = render_markdown(table, SeedConfig())
@@ -242,7 +242,7 @@ def test_the_sweep_report_renders_the_ablations_with_paired_cis() -> None:
                                                     "prob_improvement_ci95": [0.5, 1.0]}}}
     md = render_sweep_table(summary)
     assert "| SEED | 60.0 | - | - | - |" in md
-    assert "| SEED w/o self-evolving OPD | 46.7 | +13.3 | [+10.0, +20.0] | 0.89 |" in md
+    assert "| SEED w/o self-evolving OPD | 46.7 | -13.3 | [-20.0, -10.0] | 0.89 |" in md  # the paper's sign
 
 
 def test_star_rows_show_their_format_valid_rate_beside_success(tmp_path: Path) -> None:
