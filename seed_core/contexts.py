@@ -8,7 +8,12 @@
   the step section before the "Now it's your turn" anchor.
 - ``static_before_chat_template`` (SDAR family; §2.6): the static skill of the task's type is prepended,
   as ``[Privileged Skill Information]`` + newline + skill + blank line, to the *chat-templated* text, i.e.
-  before the template's first token, then re-tokenised without a template and cut from the left.
+  before the template's first token, then re-tokenised without a template.
+
+Every round's teacher prompts pass ``check_teacher_rows`` (issue 44): a teacher prompt whose response boundary moved
+(it does not end with the template's tail, as the student's does) or that holds no skill fails the round in one
+line naming the row; one the skill pushes over ``generation.max_prompt_tokens`` is cut from the left as OPID does
+(it loses the system turn, the task line or the skill itself) and counted in a warning naming the budget that fits.
 
 Controls that separate hindsight credit from self-imitation (issue 25; seed-algorithm.md §8: with a gap of ~0
 the gate is 0.5 everywhere and L_OPD is self-imitation at weight lambda/2). Both keep the teacher mask of
@@ -22,45 +27,112 @@ the gate is 0.5 everywhere and L_OPD is self-imitation at weight lambda/2). Both
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from seed_core.io import KnownError
 from seed_core.skill_insert import insert_episode_skill, insert_step_skill
 from seed_core.registry import Registry
+
+log = logging.getLogger(__name__)
 
 STATIC_SKILL_HEADER = "[Privileged Skill Information]"
 
 
 @dataclass(frozen=True)
 class Encoders:
-    """Text -> ids functions of one tokenizer; every result is cut from the left to the prompt budget."""
+    """Text -> ids functions of one tokenizer. ``chat`` cuts from the left to the prompt budget as the generation
+    backends do (the student's prompt as it was sampled from); the teacher's (``full``, ``raw``) do not cut:
+    ``check_teacher_rows`` does, and counts what the skill cut."""
 
     chat: Callable[[str], list[int]]
-    """user text -> chat-templated prompt ids (with the generation prompt)."""
+    """user text -> chat-templated prompt ids (with the generation prompt), cut to ``budget`` from the left."""
     template: Callable[[str], str]
     """user text -> chat-templated prompt *text* (special tokens as text)."""
     raw: Callable[[str], list[int]]
-    """text -> ids, no template, no added special tokens."""
+    """text -> ids, no template, no added special tokens, not cut."""
     decode: Callable[[list[int]], str] | None = None
     """ids -> text without special tokens (how a backend's completion text is made); finds the action's tokens."""
+    full: Callable[[str], list[int]] | None = None
+    """``chat`` without the cut (teacher prompts); None: ``chat``."""
+    budget: int = 0
+    """``generation.max_prompt_tokens``: ``check_teacher_rows`` cuts teacher prompts to it (0: no cut)."""
+    tail: tuple[int, ...] = ()
+    """The template's ids after the user content (end of turn + generation prompt): every prompt ends with them,
+    so the response ids follow them in the student's row and in the teacher's alike."""
 
 
 def make_encoders(tokenizer: Any, chat_template_kwargs: dict[str, Any], max_prompt_tokens: int) -> Encoders:
-    from seed_core.models import make_encoder
+    """The encoders of ``tokenizer``; ``tail`` = the common suffix of two one-character prompts' ids."""
+    from seed_core.models import encode_prompt, make_encoder
 
     def template(text: str) -> str:
         return tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
                                              tokenize=False, **(chat_template_kwargs or {}))
 
     def raw(text: str) -> list[int]:
-        ids = [int(t) for t in tokenizer(text, add_special_tokens=False)["input_ids"]]
-        return ids[-max_prompt_tokens:] if len(ids) > max_prompt_tokens else ids
+        return [int(t) for t in tokenizer(text, add_special_tokens=False)["input_ids"]]
 
     def decode(ids: list[int]) -> str:
         return tokenizer.decode(ids, skip_special_tokens=True)
 
+    def full(text: str) -> list[int]:
+        return encode_prompt(tokenizer, text, chat_template_kwargs)
+
     return Encoders(chat=make_encoder(tokenizer, chat_template_kwargs, max_prompt_tokens), template=template,
-                    raw=raw, decode=decode)
+                    raw=raw, decode=decode, full=full, budget=max_prompt_tokens,
+                    tail=tuple(common_suffix(full("0"), full("1"))))
+
+
+def common_suffix(a: list[int], b: list[int]) -> list[int]:
+    """The longest list both ``a`` and ``b`` end with."""
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return a[len(a) - n:]
+
+
+class TeacherRowError(KnownError, ValueError):
+    """A teacher row would not re-score the student's sampled tokens after the student's prompt with a skill."""
+
+
+def check_teacher_rows(rows: list[str], prompts: list[list[int]], teachers: list[list[int] | None],
+                       enc: Encoders) -> list[list[int] | None]:
+    """The teacher prompts as the teacher rows use them, or one line naming a row (its trajectory and step) and the
+    fix. A teacher row is ``teacher + response_ids`` with the student's sampled ``response_ids`` (``build_samples``
+    passes the very same lists), so for each row with a teacher (None: no skill, no teacher) it must hold:
+
+    - both prompts end with ``enc.tail`` (end of turn + generation prompt): the response starts where it did;
+    - ``teacher != prompt``: the skill is in the teacher's context (else it is self-distillation).
+
+    A teacher prompt over ``enc.budget`` (``generation.max_prompt_tokens``) is cut from the left to it, as the
+    student's was when it was sampled (OPID ``truncation=left``), and rechecked; where the student's prompt was under
+    the budget the skill is what cut it (the teacher lost the system turn, the task line or the skill itself), and
+    where the cut leaves it equal to the student's the skill is gone: both are counted in one warning per call that
+    names the budget that fits. Not an error: small CPU budgets (256 in the test configurations) cut prompts.
+    Encoders without a tail (hand-made ones in tests) skip the checks. Cost: per row one length test, two
+    comparisons of ``len(tail)`` ids and one list comparison, against the tokenisation that built them."""
+    budget, k, out, cut, lost, longest = enc.budget, len(enc.tail), [], 0, 0, 0
+    fix = "the teacher context (seed_core/contexts.py TEACHER_CONTEXTS) is wrong"
+    for row, prompt, teacher in zip(rows, prompts, teachers, strict=True):
+        if teacher is not None and k:
+            if tuple(teacher[-k:]) != enc.tail or tuple(prompt[-k:]) != enc.tail:
+                raise TeacherRowError(f"{row}: the teacher prompt ends with {teacher[-k:]}, the student's with "
+                                      f"{prompt[-k:]}, not both with the template's tail {list(enc.tail)}: the "
+                                      f"response would not start at the same place; {fix}")
+            if teacher == prompt:
+                raise TeacherRowError(f"{row}: the teacher prompt equals the student's ({len(prompt)} tokens): "
+                                      f"the skill is not in the teacher's context; {fix}")
+        if teacher is not None and budget and len(teacher) > budget:
+            longest, teacher = max(longest, len(teacher)), teacher[-budget:]
+            cut, lost = cut + (len(prompt) < budget), lost + (k > 0 and teacher == prompt)
+        out.append(teacher)
+    if cut or lost:
+        log.warning("%d of %d teacher prompts were cut from the left by their skill and %d lost it entirely (the "
+                    "longest %d tokens, generation.max_prompt_tokens=%d): raise generation.max_prompt_tokens to at "
+                    "least %d", cut, len(rows), lost, longest, budget, longest)
+    return out
 
 
 @dataclass(frozen=True)
@@ -94,10 +166,11 @@ TEACHER_CONTEXTS: Registry[TeacherContext] = Registry("teacher context")
 
 
 def _hindsight(prompt: str, skills: StepSkills, enc: Encoders) -> list[int] | None:
+    chat = enc.full or enc.chat
     if skills.step.strip():  # step_priority: a step with a step skill is scored with the step prompt only
-        return enc.chat(insert_step_skill(prompt, skills.step))
+        return chat(insert_step_skill(prompt, skills.step))
     if skills.episode.strip():
-        return enc.chat(insert_episode_skill(prompt, skills.episode))
+        return chat(insert_episode_skill(prompt, skills.episode))
     return None
 
 
@@ -116,7 +189,7 @@ def _empty(prompt: str, skills: StepSkills, enc: Encoders) -> list[int] | None:
     """The episode-skill section with nothing in it, where the trajectory has a skill (the same mask)."""
     if not (skills.step.strip() or skills.episode.strip()):
         return None
-    return enc.chat(insert_episode_skill(prompt, "", keep_empty=True))
+    return (enc.full or enc.chat)(insert_episode_skill(prompt, "", keep_empty=True))
 
 
 def shuffle_skills(skills: dict[str, str], tasks: dict[str, Any], judge: Judge | None = None) -> dict[str, str]:

@@ -473,19 +473,21 @@ def build_samples(
 ) -> RLSamples:
     """Tokenise step records. ``encoders``: ``seed_core.contexts.Encoders`` (chat template + left cut);
     ``context``: a ``TeacherContext`` (None = no teacher) building each step's teacher prompt from
-    ``skills_of(record)``; a step without a skill gets ``teacher_prompt_ids = None`` (no teacher signal)."""
-    from seed_core.contexts import StepSkills
+    ``skills_of(record)``; a step without a skill gets ``teacher_prompt_ids = None`` (no teacher signal). Each
+    teacher prompt passes ``check_teacher_rows`` (same response boundary, skill present; a cut is warned about)."""
+    from seed_core.contexts import StepSkills, check_teacher_rows
 
     decode = getattr(encoders, "decode", None)  # the action's tokens (decision_spans) need the tokenizer's decode
     usable = [r for r in records if len(r.response_ids) > 0]
     returns = torch.tensor([r.episode_return for r in usable], dtype=torch.float32)
     valid = torch.tensor([r.format_valid for r in usable], dtype=torch.bool)
-    teacher_prompts: list[list[int] | None] = []
-    for r in usable:
-        skills = skills_of(r) if skills_of is not None else StepSkills()
-        teacher_prompts.append(context.build(r.prompt, skills, encoders) if context is not None else None)
+    prompts = [encoders.chat(r.prompt) for r in usable]
+    teachers = [context.build(r.prompt, skills_of(r) if skills_of is not None else StepSkills(), encoders)
+                if context is not None else None for r in usable]
+    teacher_prompts = check_teacher_rows([f"trajectory {r.traj_id} step {r.step}" for r in usable], prompts,
+                                         teachers, encoders)
     return RLSamples(
-        prompt_ids=[encoders.chat(r.prompt) for r in usable],
+        prompt_ids=prompts,
         response_ids=[list(r.response_ids) for r in usable],
         teacher_prompt_ids=teacher_prompts,
         group_ids=[r.group_id for r in usable],
