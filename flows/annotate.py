@@ -7,6 +7,7 @@ from pathlib import Path
 from prefect import flow
 
 from flows.common import finish, parse_args, stage_paths, stage_run
+from flows.stage_graph import run_stage
 from seed_core.loader import load_config
 from tasks.annotate import annotate
 
@@ -21,4 +22,4 @@ def annotate_flow(params_path: Path = Path("params.yaml"), parent_run_id: str | 
 
 
 if __name__ == "__main__":
-    annotate_flow(parse_args("annotate").params)
+    run_stage(annotate_flow, params_path=parse_args("annotate").params)

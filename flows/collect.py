@@ -7,6 +7,7 @@ from pathlib import Path
 from prefect import flow
 
 from flows.common import finish, parse_args, stage_paths, stage_run
+from flows.stage_graph import run_stage
 from seed_core.loader import load_config
 from tasks.collect import collect
 
@@ -20,4 +21,4 @@ def collect_flow(params_path: Path = Path("params.yaml"), parent_run_id: str | N
 
 
 if __name__ == "__main__":
-    collect_flow(parse_args("collect").params)
+    run_stage(collect_flow, params_path=parse_args("collect").params)

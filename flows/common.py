@@ -221,6 +221,8 @@ def join_pipeline_run() -> str | None:
     pipeline_run = os.environ.get(PIPELINE_FLOW_RUN_VAR)
     if not (pipeline_run and flow_run.id):
         return None
+    if pipeline_tag(pipeline_run) in flow_run.tags:  # created with it (``flows.stage_graph.run_stage``)
+        return pipeline_run
     with timing.span("prefect"):
         add_flow_run_tags(flow_run.id, [pipeline_tag(pipeline_run)])
     return pipeline_run

@@ -11,6 +11,7 @@ from pathlib import Path
 from prefect import flow
 
 from flows.common import dvc_lock_md5s, finish, model_name, parse_args, stage_paths, stage_run
+from flows.stage_graph import run_stage
 from seed_core.loader import load_config
 from seed_core.methods import METHODS
 from tasks.evaluate import evaluate
@@ -34,4 +35,4 @@ def evaluate_flow(params_path: Path = Path("params.yaml"), method: str = "seed",
 
 if __name__ == "__main__":
     args = parse_args("evaluate", "method")
-    evaluate_flow(args.params, args.method)
+    run_stage(evaluate_flow, params_path=args.params, method=args.method)

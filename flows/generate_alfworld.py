@@ -13,6 +13,7 @@ from pathlib import Path
 from prefect import flow
 
 from flows.common import finish, join_pipeline_run, parse_args, stage_run
+from flows.stage_graph import run_stage
 from seed_core.config import project_root
 from seed_core.loader import load_config
 from tasks.generate_alfworld import generate_alfworld
@@ -33,4 +34,4 @@ def generate_alfworld_flow(params_path: Path = Path("params.yaml"),
 
 
 if __name__ == "__main__":
-    generate_alfworld_flow(parse_args("generate_alfworld").params)
+    run_stage(generate_alfworld_flow, params_path=parse_args("generate_alfworld").params)

@@ -7,6 +7,7 @@ from pathlib import Path
 from prefect import flow
 
 from flows.common import finish, parse_args, stage_paths, stage_run
+from flows.stage_graph import run_stage
 from seed_core.loader import load_config
 from tasks.prepare_model import prepare_model
 
@@ -20,4 +21,4 @@ def prepare_model_flow(params_path: Path = Path("params.yaml"), parent_run_id: s
 
 
 if __name__ == "__main__":
-    prepare_model_flow(parse_args("prepare_model").params)
+    run_stage(prepare_model_flow, params_path=parse_args("prepare_model").params)

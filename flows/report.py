@@ -15,6 +15,7 @@ from prefect import flow, get_run_logger
 
 from flows.common import PIPELINE_FLOW_RUN_VAR, eval_methods, parse_args, rl_algorithms, stage_paths, stage_run
 from flows.results import publish_prefect
+from flows.stage_graph import run_stage
 from seed_core.loader import load_config
 from tasks.report import report
 
@@ -37,4 +38,4 @@ def report_flow(params_path: Path = Path("params.yaml"), parent_run_id: str | No
 
 
 if __name__ == "__main__":
-    report_flow(parse_args("report").params)
+    run_stage(report_flow, params_path=parse_args("report").params)

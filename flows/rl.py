@@ -16,6 +16,7 @@ from prefect import flow, get_run_logger
 from flows.common import (finish, model_name, model_tags, parse_args, reset_stale_rounds, resume_key,
                           stage_paths, stage_run)
 from flows.results import publish_audit
+from flows.stage_graph import run_stage
 from seed_core.algorithms import effective_config
 from seed_core import timing
 from seed_core.logs import progress_line
@@ -58,4 +59,4 @@ def rl_flow(params_path: Path = Path("params.yaml"), algorithm: str = "seed",
 
 if __name__ == "__main__":
     args = parse_args("rl", "algorithm")
-    rl_flow(args.params, args.algorithm)
+    run_stage(rl_flow, params_path=args.params, algorithm=args.algorithm)

@@ -7,6 +7,7 @@ from pathlib import Path
 from prefect import flow
 
 from flows.common import finish, model_name, model_tags, parse_args, stage_paths, stage_run
+from flows.stage_graph import run_stage
 from seed_core import timing
 from seed_core.loader import load_config
 from tasks.sft import sft
@@ -27,4 +28,4 @@ def sft_flow(params_path: Path = Path("params.yaml"), parent_run_id: str | None 
 
 
 if __name__ == "__main__":
-    sft_flow(parse_args("sft").params)
+    run_stage(sft_flow, params_path=parse_args("sft").params)

@@ -15,6 +15,7 @@ from typing import Any
 from prefect import flow
 
 from flows.common import dvc_lock_md5s, stage_paths, stage_run
+from flows.stage_graph import run_stage
 from seed_core.config import ConfigError, project_root
 from seed_core.io import write_json
 from seed_core.loader import load_config
@@ -78,9 +79,9 @@ def main() -> None:
     except ConfigError as err:
         sys.exit(f"seed: {err}")
     if args.report:
-        sweep_report_flow(args.params)
+        run_stage(sweep_report_flow, params_path=args.params)
     else:
-        sweep_cell_flow(args.params, args.seed)
+        run_stage(sweep_cell_flow, params_path=args.params, seed=args.seed)
 
 
 if __name__ == "__main__":

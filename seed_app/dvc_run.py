@@ -27,7 +27,7 @@ from prefect.runtime import flow_run
 
 from flows.common import (PARENT_RUN_VAR, PIPELINE_FLOW_RUN_VAR, add_flow_run_tags, eval_methods, flow_run_settings,
                           pipeline_tag)
-from flows import results, run_inputs, servers
+from flows import results, run_inputs, servers, stage_graph
 from seed_app import dvc_lock, interrupt, workspace
 from seed_app.services import QUIET_ENV, pipeline_servers
 from seed_core import timing
@@ -97,15 +97,17 @@ def _inputs_changed_without_traceback(record: logging.LogRecord) -> bool:
 logging.getLogger("prefect.flow_runs").addFilter(_inputs_changed_without_traceback)
 
 
-def reproduce(cmd: list[str], root: Path, env: dict[str, str], inputs: str) -> None:
+def reproduce(cmd: list[str], root: Path, env: dict[str, str], inputs: str,
+              watch: Callable[[bytes], None] | None = None) -> None:
     """Run ``cmd`` (``dvc repro`` / ``dvc exp run``) holding DVC's lock (``seed_app.dvc_lock``: no other DVC
     command changes the project under the run) and the workspace (both through ``pass_fds``), with the inputs the
     run started from (``inputs``: ``flows.run_inputs.snapshot``, which each stage checks), in a process group of its
-    own that a Ctrl-C stops before the servers do (``seed_app.interrupt``). Raises ``InputsChanged`` when an input
+    own that a Ctrl-C stops before the servers do (``seed_app.interrupt``); ``watch`` sees DVC's output as it passes.
+    Raises ``InputsChanged`` when an input
     changed meanwhile, else ``CalledProcessError`` when DVC failed."""
     with dvc_lock.hold(root) as fd:  # the run's own hold (``run_pipeline``), or one of this root's own
         code = interrupt.run_dvc(dvc_lock.command(cmd, fd, root), root, {**env, run_inputs.INPUTS_VAR: inputs},
-                                 pass_fds=(*workspace.inherited_fds(), fd))
+                                 pass_fds=(*workspace.inherited_fds(), fd), watch=watch)
     if names := run_inputs.changed(json.loads(inputs)):
         raise InputsChanged(f"the run stopped: {run_inputs.message(json.loads(inputs), names)}")
     if code:
@@ -143,14 +145,18 @@ def run_pipeline(preset: Path | None = None, overrides: dict[str, Any] | None = 
             add_flow_run_tags(flow_run.id, [pipeline_tag(flow_run.id)])
         with pipeline_servers() as (api_url, _), open_run(cfg, run_name, tags=run_tags) as parent:
             env = {**stage_env(parent.run_id), "PREFECT_API_URL": api_url}
-            if flow_run.id:
+            cached = None
+            if flow_run.id:  # each stage a subflow run of this one, each skipped one a Cached task run
                 env[PIPELINE_FLOW_RUN_VAR] = flow_run.id
+                cached = stage_graph.CachedStages(flow_run.id)
             try:
                 timing.mark("dvc_start")
                 inputs = run_inputs.snapshot(root, overrides)  # stage processes fork from the warm server
-                reproduce(cmd, root, env, inputs)
+                reproduce(cmd, root, env, inputs, watch=cached and cached.seen)
                 timing.mark("dvc_end")
             finally:
+                if cached:
+                    cached.close()
                 if flow_run.id:  # also after a failed stage: the link to its logs matters most then
                     results.publish_stage_runs(pipeline_tag(flow_run.id))
             metrics = (summary or final_metrics)(root, cfg)

@@ -186,9 +186,11 @@ def _wait_group(pgid: int, timeout_s: float = 5.0) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def run_dvc(args: list[str], root: Path, env: dict[str, str], pass_fds: tuple[int, ...] = ()) -> int:
+def run_dvc(args: list[str], root: Path, env: dict[str, str], pass_fds: tuple[int, ...] = (),
+            watch: Callable[[bytes], None] | None = None) -> int:
     """Run ``args`` (a command line) in ``root`` as described above; its exit code. A ``KeyboardInterrupt`` goes on
-    once dvc and its stage have ended."""
+    once dvc and its stage have ended. ``watch`` also sees each chunk of dvc's output as it passes
+    (``flows.stage_graph.CachedStages``: the stages DVC skips); stdout only, from one thread."""
     from seed_app import reaper
 
     channels = [_channel(1), _channel(2)]
@@ -204,9 +206,15 @@ def run_dvc(args: list[str], root: Path, env: dict[str, str], pass_fds: tuple[in
         raise
     reaper.watch(proc.pid)
     seen = _track_stage()
+
+    def seen_out(chunk: bytes) -> None:  # stdout, where dvc logs what it runs and skips (one thread: whole lines)
+        seen(chunk)
+        if watch is not None:
+            watch(chunk)
+
     for _, write in channels:
         os.close(write)  # the child's ends: EOF once it and its children are done
-    pumps = [_pump(read, target, seen) for (read, _), target in zip(channels, (1, 2))]
+    pumps = [_pump(read, target, callback) for (read, _), target, callback in zip(channels, (1, 2), (seen_out, seen))]
     try:
         return proc.wait()
     except KeyboardInterrupt:

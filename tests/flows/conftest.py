@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -98,3 +99,25 @@ def repro_run(repro_project: tuple[Path, dict[str, str]]) -> subprocess.Complete
 
     root, env = repro_project
     return _run([sys.executable, "-m", "seed_app.cli", "run"], root, env)
+
+
+@pytest.fixture(scope="session")
+def rerun(repro_project: tuple[Path, dict[str, str]], repro_run: subprocess.CompletedProcess[str]) -> Any:
+    """A second ``seed run`` after a change only the report reads (``project.preset``, printed in the table), as
+    a user reruns: DVC reruns the code stage (which rewrites the report's params file) and the report, reuses
+    every other stage, and its pipeline flow run publishes the newest
+    ``seed-results``, whatever other tests of the session published before. (A rerun with nothing stale
+    records no run at all: `seed run` then only prints the table.) Shared by the browser test and
+    test_stage_graph."""
+    from tests.flows.test_dvc_repro import _run
+
+    root, env = repro_project
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["project"]["preset"] = "tiny-test-rerun"
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    start = time.perf_counter()
+    done = _run([sys.executable, "-m", "seed_app.cli", "run"], root, env)
+    print(f"\nui: report-only seed run took {time.perf_counter() - start:.1f} s")
+    ran = [line for line in done.stdout.splitlines() if line.startswith("Running stage")]
+    assert ran == ["Running stage 'code':", "Running stage 'report':"], ran
+    return done

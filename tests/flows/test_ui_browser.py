@@ -109,27 +109,6 @@ def pipeline_runs(mlflow_uri: str) -> list[Any]:
     return sorted(client.search_runs([exp.experiment_id], "tags.stage = 'pipeline'"), key=lambda r: r.info.start_time)
 
 
-@pytest.fixture(scope="module")
-def rerun(repro_project: tuple[Path, dict[str, str]], repro_run: subprocess.CompletedProcess[str]) -> Any:
-    """A second ``seed run`` after a change only the report reads (``project.preset``, printed in the table), as
-    a user reruns: DVC reruns the code stage (which rewrites the report's params file) and the report, reuses
-    every other stage, and its pipeline flow run publishes the newest
-    ``seed-results``, whatever other tests of the session published before. (A rerun with nothing stale
-    records no run at all: `seed run` then only prints the table.)"""
-    from tests.flows.test_dvc_repro import _run
-
-    root, env = repro_project
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    params["project"]["preset"] = "tiny-test-rerun"
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    start = time.perf_counter()
-    done = _run([sys.executable, "-m", "seed_app.cli", "run"], root, env)
-    print(f"\nui: report-only seed run took {time.perf_counter() - start:.1f} s")
-    ran = [line for line in done.stdout.splitlines() if line.startswith("Running stage")]
-    assert ran == ["Running stage 'code':", "Running stage 'report':"], ran
-    return done
-
-
 def test_prefect_ui_shows_every_stage_run_with_its_logs_and_the_latest_results_table(
         ui: dict[str, str], page: Any, repro_project: tuple[Path, dict[str, str]], rerun: Any, mlflow_uri: str) -> None:
     from prefect.client.orchestration import get_client
@@ -153,7 +132,7 @@ def test_prefect_ui_shows_every_stage_run_with_its_logs_and_the_latest_results_t
     shot(page, "prefect-flow-runs")
     for run in stage_runs:  # each stage's flow run page opens on its logs
         page.goto(f"{base}/runs/flow-run/{run.id}")
-        page.get_by_text(f"Beginning flow run '{run.name}' for flow '{flows[str(run.flow_id)]}'").wait_for()
+        page.get_by_text(f"Beginning subflow run '{run.name}' for flow '{flows[str(run.flow_id)]}'").wait_for()
         if flows[str(run.flow_id)] == "report":
             page.get_by_text("| Method |").first.wait_for()  # the report stage logs the table
             shot(page, "prefect-report-stage-logs")
@@ -172,6 +151,42 @@ def test_prefect_ui_shows_every_stage_run_with_its_logs_and_the_latest_results_t
         shown_artifact = client.read_artifacts(artifact_filter=ArtifactFilter(
             id=ArtifactFilterId(any_=[page.url.rsplit("/", 1)[-1]])))
     assert [str(a.flow_run_id) for a in shown_artifact] == [latest]
+
+
+def test_prefect_ui_shows_the_pipeline_runs_stages_in_its_graph(
+        ui: dict[str, str], page: Any, repro_project: tuple[Path, dict[str, str]], rerun: Any, mlflow_uri: str) -> None:
+    """Issue 41: the pipeline run's page draws its stages (the graph is a canvas: its nodes are checked through the
+    server's graph in test_stage_graph, here that the page has a graph and lists the stages as its subflow runs),
+    and the rerun's page lists the stages DVC skipped as Cached task runs."""
+    root, _ = repro_project
+    first, latest = (r.data.tags["prefect.flow_run_id"] for r in pipeline_runs(mlflow_uri)[:2])
+    stages = [s for s in yaml.safe_load((root / "dvc.lock").read_text())["stages"] if s != "code"]
+    empty = "did not generate any task or subflow runs"
+    base = ui["prefect"]
+
+    page.goto(f"{base}/runs/flow-run/{first}")
+    page.locator("canvas").first.wait_for()
+    page.wait_for_timeout(2000)  # the graph draws its nodes after the page has loaded
+    shot(page, "prefect-pipeline-graph")
+    assert page.get_by_text(empty).count() == 0
+    page.get_by_text("Subflow Runs", exact=True).click()  # the tab (not the header's "N Subflow runs")
+    try:
+        page.get_by_text(f"{len(stages)} Flow runs").wait_for()  # one per stage with a flow
+        page.get_by_text("report").first.wait_for()  # newest first: the last stage
+    finally:
+        shot(page, "prefect-pipeline-subflow-runs")
+
+    page.goto(f"{base}/runs/flow-run/{latest}")
+    page.locator("canvas").first.wait_for()
+    page.wait_for_timeout(2000)
+    shot(page, "prefect-rerun-graph")
+    assert page.get_by_text(empty).count() == 0
+    page.get_by_text("Task Runs", exact=True).click()
+    try:
+        page.get_by_text("Cached").first.wait_for()
+        page.get_by_text(stages[0]).first.wait_for()
+    finally:
+        shot(page, "prefect-rerun-task-runs")
 
 
 def test_mlflow_ui_shows_the_pipeline_run_its_stages_results_and_a_comparison(
