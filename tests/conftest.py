@@ -55,6 +55,37 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(line)
 
 
+PREFECT_DRAIN_S = float(os.environ.get("SEED_TEST_PREFECT_DRAIN_S", "60"))
+"""Seconds the session's end gives Prefect's queued events and logs (``EventsWorker``, ``APILogWorker``)."""
+_EXIT_STATUS = pytest.StashKey[int]()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.stash[_EXIT_STATUS] = int(exitstatus)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Bound the test process's exit: Prefect sends what its workers still queue at interpreter exit, and to a server
+    a test has stopped that costs ~7 s per event (reconnection attempts: 20 events took 145 s, measured), so a few
+    hundred events queued for a stopped server hung a CI run for tens of minutes. Drain them for up to
+    ``PREFECT_DRAIN_S`` while this process can still say so; whatever is left cannot be delivered, so the process ends
+    now with the session's exit status (``os._exit``: the rest of atexit would only retry the dead server)."""
+    import sys
+
+    if "prefect" not in sys.modules:
+        return
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    pending = [f for worker in (APILogWorker, EventsWorker)
+               for f in worker.drain_all(timeout=PREFECT_DRAIN_S)[1]]  # type: ignore[index]
+    if pending:
+        print(f"tests: {len(pending)} Prefect worker(s) still sending to a stopped server after "
+              f"{PREFECT_DRAIN_S:.0f} s; ending the test process without them", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(config.stash.get(_EXIT_STATUS, 1))
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A ~1M-parameter random Qwen2 + trained BPE tokenizer with a ChatML template (built once, < 1 s)."""
