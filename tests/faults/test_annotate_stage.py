@@ -43,7 +43,9 @@ def faulty_plan(rate: float = 0.2, seed: int = 1) -> fs.Plan:
 
 
 class FaultyRun:
-    """One Stage-1 run on N trajectories with 20% random faults (shared by the tests of this module)."""
+    """One Stage-1 run on N trajectories with 20% random faults (shared by the tests of this module). What the run
+    wrote is read here, right after it: a test of the module reruns the stage into the same directory, and the
+    tests run in any order (pytest-randomly)."""
 
     def __init__(self, root: Path, server: fs.FaultServer, cfg: SeedConfig) -> None:
         self.collect, self.out, self.server, self.cfg = root / "collect", root / "annotate", server, cfg
@@ -52,6 +54,8 @@ class FaultyRun:
         self.metrics = run_annotate(cfg, self.collect, self.out, tracker=self.tracker)
         self.records = read_records(self.out / "annotations.parquet", AnnotationRecord)
         self.calls_after_run = len(server.chat_calls())
+        self.saved_metrics = json.loads((self.out / "metrics.json").read_text())
+        self.sft_lines = (self.out / "sft_examples.jsonl").read_text().splitlines()
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +71,8 @@ def faulty_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultyRun]:
 
 def test_every_trajectory_ends_annotated_or_failed_with_its_reason(faulty_run: FaultyRun) -> None:
     run, records = faulty_run, {r.traj_id: r for r in faulty_run.records}
-    random_part = [c.kind for c in run.server.chat_calls() if marker(3) not in c.prompt and marker(7) not in c.prompt]
+    random_part = [c.kind for c in run.server.chat_calls()[:run.calls_after_run]
+                   if marker(3) not in c.prompt and marker(7) not in c.prompt]
     faulted = [kind for kind in random_part if kind != "ok"]
     assert 0.15 <= len(faulted) / len(random_part) <= 0.3 and len(set(faulted)) >= 5  # the 20% plan really bit
     assert [r.traj_id for r in run.records] == [f"traj-{i:02d}" for i in range(N)]
@@ -76,7 +81,7 @@ def test_every_trajectory_ends_annotated_or_failed_with_its_reason(faulty_run: F
     assert records[UNPARSABLE].error.startswith("no JSON object found") and records[UNPARSABLE].attempts == 2
     assert all(r.error == "" and r.episode_skill.startswith("Skill ") for r in records.values() if r.ok)
 
-    saved = json.loads((run.out / "metrics.json").read_text())
+    saved = run.saved_metrics
     expected = {"annotate/trajectories": N, "annotate/ok": N - 2, "annotate/failed": 2,
                 "annotate/failed_no_answer": 1, "annotate/failed_unparsable": 1, "annotate/sent": N,
                 "annotate/cached": 0, "sft_data/kept": N - 2, "sft_data/dropped": 2, "annotate/sft_examples": N - 2}
@@ -84,7 +89,7 @@ def test_every_trajectory_ends_annotated_or_failed_with_its_reason(faulty_run: F
     assert saved["failure_reasons"] == {"InternalServerError": 1, "no JSON object found in the analyzer answer": 1}
     logged = run.tracker.metrics()  # what MLflow receives
     assert {k: logged[k] for k in expected} == expected
-    lines = (run.out / "sft_examples.jsonl").read_text().splitlines()
+    lines = run.sft_lines
     assert len(lines) == N - 2 and saved["sft_data/max_target_chars"] == max(len(json.loads(x)["target"])
                                                                                for x in lines)
 
