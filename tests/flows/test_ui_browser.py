@@ -229,3 +229,20 @@ def test_mlflow_ui_shows_the_pipeline_run_its_stages_results_and_a_comparison(
         page.get_by_text(shown).first.wait_for()
     page.get_by_text("seed/eval/success_rate").first.wait_for()  # a headline metric of both
     shot(page, "mlflow-compare-two-pipeline-runs")
+
+
+def test_mlflow_opens_where_a_training_user_looks(ui: dict[str, str], page: Any,
+                                                  repro_project: tuple[Path, dict[str, str]], mlflow_uri: str) -> None:
+    """The links seed prints (``flows.results.mlflow_run_url``: Model training, ``TRAINING_VIEW``) open the pipeline
+    run as a training run (its metrics and parameters), and the experiment reached from it on its runs, with the
+    pipeline run listed: not on MLflow 3.17's GenAI overview of traces (issue 41)."""
+    from flows.results import TRAINING_VIEW, mlflow_run_url
+
+    first = pipeline_runs(mlflow_uri)[0]
+    exp_id, base = first.info.experiment_id, ui["mlflow"]
+    page.goto(mlflow_run_url(base, exp_id, first.info.run_id))
+    page.get_by_text("seed/eval/success_rate").first.wait_for()  # a headline metric on the run's overview
+    shot(page, "mlflow-run-from-seed-link")
+    page.goto(f"{base}/#/experiments/{exp_id}/runs?{TRAINING_VIEW}")
+    page.locator("[role=row]", has_text="pipeline").last.wait_for()  # the training runs' table
+    shot(page, "mlflow-experiment-runs")
