@@ -266,7 +266,7 @@ NOTES = {
                 "history 2 and 50 steps (examples/seed_trainer_1.5b/run_alfworld.sh:61), 150 updates (:66). The "
                 "preset follows the paper path (history 5, 30 steps) that SEED issue #6 states.",
     "webshop": "The paper states no WebShop-specific value beyond the shared ones; the preset follows the launcher.",
-    "search": "Search-QA needs a retriever the user provides (README), as the launcher does (SEARCH_URL, "
+    "search": "Search-QA needs a retriever the user provides (docs/gpu.md), as the launcher does (SEARCH_URL, "
               "examples/seed_trainer/_common/search.sh:25); which retriever changes the results.",
     "sokoban": "The launcher's analyzer for visual Sokoban defaults to an OpenAI-compatible vision backend "
                "(_common/sokoban_visual.sh:51); its run_ script sets the policy itself "
