@@ -19,11 +19,11 @@ import functools
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
+from seed_core import io
 from seed_core.config import SECRET_VARS, SeedConfig, endpoint_env, flatten, project_root
 from seed_core.numerics import mlflow_params as numerics_params
 
@@ -181,7 +181,7 @@ class MlflowTracker:
         ``flavor="transformers"``: an MLflow transformers model (``log_transformers_model``), so
         ``mlflow.transformers.load_model("models:/<name>@newest")`` gives a text-generation pipeline.
         ``"files"``: the checkpoint dir as plain artifacts (``download_artifacts`` + ``from_pretrained``), hard-linked
-        into a local store rather than copied (``link_artifacts``).
+        into a local store rather than copied (``io.link_artifacts``).
         """
         from mlflow.exceptions import MlflowException
 
@@ -190,7 +190,7 @@ class MlflowTracker:
         artifact = "model" if flavor == "transformers" else "checkpoint"
         if flavor == "transformers":
             self.log_transformers_model(checkpoint, artifact)  # MLflow re-saves the weights: one copy
-        elif not link_artifacts(checkpoint, self.client.get_run(self.run_id).info.artifact_uri, artifact):
+        elif not io.link_artifacts(checkpoint, self.client.get_run(self.run_id).info.artifact_uri, artifact):
             self.log_artifact(checkpoint, artifact)  # another filesystem or a remote store: a copy
         with contextlib.suppress(MlflowException):
             self.client.create_registered_model(name)
@@ -270,30 +270,6 @@ MODEL_FLAVORS = ("transformers", "files")
 """How ``register_checkpoint`` logs a checkpoint (config ``tracking.model_flavor``)."""
 
 
-def link_artifacts(src: Path, artifact_uri: str, artifact_path: str) -> bool:
-    """Put the files of directory ``src`` into a local (``file://``) artifact store as hard links: the run's
-    artifacts and the checkpoint share their bytes, nothing is copied (a 135M checkpoint is ~0.5 GB).
-    The links stay valid when DVC later replaces the workspace output (it unlinks and writes new files,
-    never edits in place) and with DVC's hardlink cache the bytes are the cached object itself; the
-    files are read-only once DVC has committed them. False (nothing left behind) when the store is not
-    local or the link fails (another filesystem): the caller copies."""
-    from urllib.parse import unquote, urlparse
-
-    parsed = urlparse(artifact_uri)
-    if parsed.scheme != "file" or not Path(src).is_dir():
-        return False
-    dest = Path(unquote(parsed.path)) / artifact_path
-    try:
-        for file in sorted(p for p in Path(src).rglob("*") if p.is_file()):
-            target = dest / file.relative_to(src)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.link(file, target)
-    except OSError:
-        shutil.rmtree(dest, ignore_errors=True)
-        return False
-    return True
-
-
 NEWEST = "newest"
 """Alias of the most recently registered version of a model (MLflow reserves ``latest``)."""
 
@@ -303,10 +279,24 @@ RunTracker = MlflowTracker | NullTracker
 
 @functools.cache
 def _client(uri: str) -> Any:
-    """One client per store and process: each new client re-opens (and re-checks) the sqlite schema (~1 s)."""
-    import mlflow
+    """One client per store and process (a new client re-checks the sqlite schema, ~1 s), its store made first.
 
-    return mlflow.MlflowClient(tracking_uri=uri)
+    MLflow creates and migrates a sqlite store on its first open, with no lock of its own: processes that open a
+    new store at once all run the migrations, the losers fail, and the ``_alembic_tmp_*`` tables they leave break
+    every later open (3 processes on a new store: 2-3 of 3 failed, MLflow 3.17.2 and 3.18.0; stop 46's CI: a test
+    and a stage process, 5 failures and 24 errors). So a sqlite store is first opened under a lock beside it."""
+    import mlflow
+    from filelock import FileLock
+
+    if not uri.startswith("sqlite:///"):
+        return mlflow.MlflowClient(tracking_uri=uri)
+    with FileLock(f"{uri.removeprefix('sqlite:///')}.lock"):  # the client opens (and migrates) the store
+        return mlflow.MlflowClient(tracking_uri=uri)
+
+
+def ready_store(uri: str | None = None) -> None:
+    """Create and migrate the MLflow store at ``uri`` (default ``tracking_uri()``) now, in this process alone."""
+    _client(uri or tracking_uri())
 
 
 EXPERIMENT_KIND = "mlflow.experimentKind"
