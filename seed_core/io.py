@@ -369,27 +369,3 @@ def read_records(path: str | Path, record_type: type[R]) -> list[R]:
 def read_frame(path: str | Path, record_type: type):
     """The records as a pandas DataFrame (for reports and metrics)."""
     return read_table(path, record_type).to_pandas()
-
-
-def link_artifacts(src: Path, artifact_uri: str, artifact_path: str) -> bool:
-    """Put the files of directory ``src`` into a local (``file://``) artifact store as hard links: the run's
-    artifacts and the checkpoint share their bytes, nothing is copied (a 135M checkpoint is ~0.5 GB).
-    The links stay valid when DVC later replaces the workspace output (it unlinks and writes new files,
-    never edits in place) and with DVC's hardlink cache the bytes are the cached object itself; the
-    files are read-only once DVC has committed them. False (nothing left behind) when the store is not
-    local or the link fails (another filesystem): the caller copies."""
-    from urllib.parse import unquote, urlparse
-
-    parsed = urlparse(artifact_uri)
-    if parsed.scheme != "file" or not Path(src).is_dir():
-        return False
-    dest = Path(unquote(parsed.path)) / artifact_path
-    try:
-        for file in sorted(p for p in Path(src).rglob("*") if p.is_file()):
-            target = dest / file.relative_to(src)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.link(file, target)
-    except OSError:
-        shutil.rmtree(dest, ignore_errors=True)
-        return False
-    return True

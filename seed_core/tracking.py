@@ -19,11 +19,11 @@ import functools
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
-from seed_core import io
 from seed_core.config import SECRET_VARS, SeedConfig, endpoint_env, flatten, project_root
 from seed_core.numerics import mlflow_params as numerics_params
 
@@ -174,15 +174,11 @@ class MlflowTracker:
 
     def register_checkpoint(self, checkpoint: Path, name: str, tags: dict[str, Any] | None = None,
                             flavor: str = "transformers") -> str:
-        """Log an HF checkpoint dir, register it as a new version of model ``name`` with ``tags`` (algorithm,
-        env, seed) on the version and the model, and point the ``newest`` alias at it (MLflow reserves the
-        alias ``latest``: ``models:/<name>/latest`` is its built-in equivalent).
-
-        ``flavor="transformers"``: an MLflow transformers model (``log_transformers_model``), so
-        ``mlflow.transformers.load_model("models:/<name>@newest")`` gives a text-generation pipeline.
-        ``"files"``: the checkpoint dir as plain artifacts (``download_artifacts`` + ``from_pretrained``), hard-linked
-        into a local store rather than copied (``io.link_artifacts``).
-        """
+        """Log an HF checkpoint dir, register it as a new version of model ``name`` with ``tags`` (algorithm, env,
+        seed) on the version and the model, and point the ``newest`` alias at it (MLflow reserves ``latest``).
+        ``flavor="transformers"``: an MLflow transformers model (``log_transformers_model``): ``mlflow.transformers.
+        load_model("models:/<name>@newest")`` gives a text-generation pipeline. ``"files"``: the checkpoint dir
+        as plain artifacts (``download_artifacts`` + ``from_pretrained``), hard-linked if local (``link_artifacts``)."""
         from mlflow.exceptions import MlflowException
 
         if flavor not in MODEL_FLAVORS:
@@ -190,7 +186,7 @@ class MlflowTracker:
         artifact = "model" if flavor == "transformers" else "checkpoint"
         if flavor == "transformers":
             self.log_transformers_model(checkpoint, artifact)  # MLflow re-saves the weights: one copy
-        elif not io.link_artifacts(checkpoint, self.client.get_run(self.run_id).info.artifact_uri, artifact):
+        elif not link_artifacts(checkpoint, self.client.get_run(self.run_id).info.artifact_uri, artifact):
             self.log_artifact(checkpoint, artifact)  # another filesystem or a remote store: a copy
         with contextlib.suppress(MlflowException):
             self.client.create_registered_model(name)
@@ -203,17 +199,12 @@ class MlflowTracker:
         return version
 
     def log_transformers_model(self, checkpoint: Path, artifact_path: str = "model") -> None:
-        """The checkpoint as an MLflow ``transformers`` model (text-generation) under ``artifact_path``:
-        ``MLmodel``, the weights and config in ``model/`` (a plain HF dir, ``from_pretrained`` works on
-        it), the tokenizer in ``components/tokenizer``.
-
-        MLflow copies the weights: a full model cannot be stored by reference (only PEFT adapters over
-        a local base and Hub repos are), and its local-checkpoint path fails on transformers 5, so the
-        model is loaded (CPU) and saved again. Cost: one copy of the checkpoint per registered version
-        (4.2 MB for the testbed, ~0.5 GB for SmolLM2-135M fp32). The requirements are pinned to the
-        installed versions: MLflow's inferred ones add torchvision, which does not install next to the
-        CPU torch wheel (stack-notes pitfall 11).
-        """
+        """The checkpoint as an MLflow ``transformers`` model (text-generation) under ``artifact_path``: ``MLmodel``,
+        weights and config in ``model/`` (a plain HF dir), the tokenizer in ``components/tokenizer``. MLflow copies
+        the weights (a full model cannot be stored by reference, and its local-checkpoint path fails on transformers
+        5, so the model is loaded on CPU and saved again): one copy per registered version (4.2 MB testbed, ~0.5 GB
+        SmolLM2-135M fp32). Requirements pinned to the installed versions: MLflow's inferred ones add torchvision,
+        which does not install next to the CPU torch wheel (stack-notes pitfall 11)."""
         import tempfile
         from importlib.metadata import version
 
@@ -231,14 +222,11 @@ class MlflowTracker:
 
     def record_evaluation(self, name: str, metrics: dict[str, float], md5: str | None = None,
                           metric: str = "eval/success_rate") -> str | None:
-        """Tag the evaluated version of model ``name`` (its ``newest``) with ``metric`` and move the
-        ``best-<metric name>`` alias to it when it beats the current best. Returns the version (None:
-        no such model, no metric, or ``newest`` is a different checkpoint than the DVC ``md5`` evaluated).
-
-        The first evaluation with a DVC hash claims the version (tag ``dvc.md5``); a later one with
-        another hash (an RL stage restored from DVC's cache while another run registered since) is not
-        recorded on it.
-        """
+        """Tag the evaluated version of model ``name`` (its ``newest``) with ``metric`` and move the ``best-<metric
+        name>`` alias to it when it beats the current best. Returns the version (None: no such model, no metric, or
+        ``newest`` is another checkpoint than the DVC ``md5`` evaluated). The first evaluation with a DVC hash claims
+        the version (tag ``dvc.md5``); a later one with another hash (an RL stage restored from DVC's cache while
+        another run registered since) is not recorded on it."""
         from mlflow.exceptions import MlflowException
 
         if metric not in metrics:
@@ -268,6 +256,28 @@ class MlflowTracker:
 
 MODEL_FLAVORS = ("transformers", "files")
 """How ``register_checkpoint`` logs a checkpoint (config ``tracking.model_flavor``)."""
+
+
+def link_artifacts(src: Path, artifact_uri: str, artifact_path: str) -> bool:
+    """Hard-link the files of directory ``src`` into a local (``file://``) artifact store: the run's artifacts and
+    the checkpoint share their bytes (a 135M checkpoint is ~0.5 GB). The links stay valid when DVC later replaces the
+    workspace output (it unlinks and writes new files, never edits in place). False (nothing left behind) when the
+    store is not local or the link fails (another filesystem): the caller copies."""
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(artifact_uri)
+    if parsed.scheme != "file" or not Path(src).is_dir():
+        return False
+    dest = Path(unquote(parsed.path)) / artifact_path
+    try:
+        for file in sorted(p for p in Path(src).rglob("*") if p.is_file()):
+            target = dest / file.relative_to(src)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.link(file, target)
+    except OSError:
+        shutil.rmtree(dest, ignore_errors=True)
+        return False
+    return True
 
 
 NEWEST = "newest"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from flows.common import dvc_lock_hashes
-from seed_core import io, tracking
+from seed_core import tracking
 from seed_core.config import SeedConfig, project_root
 from seed_core.loader import with_overrides
 from seed_core.numerics import mlflow_params as numerics_params
@@ -221,10 +221,10 @@ def test_linking_falls_back_to_a_copy_off_a_local_store(tmp_path: Path) -> None:
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     (ckpt / "a.bin").write_bytes(b"x")
-    assert not io.link_artifacts(ckpt, "s3://bucket/run/artifacts", "checkpoint")
+    assert not tracking.link_artifacts(ckpt, "s3://bucket/run/artifacts", "checkpoint")
     (tmp_path / "store").write_text("a file where the artifact directory should go")
-    assert not io.link_artifacts(ckpt, (tmp_path / "store").as_uri(), "checkpoint")  # the link fails
-    assert io.link_artifacts(ckpt, (tmp_path / "ok").as_uri(), "checkpoint")
+    assert not tracking.link_artifacts(ckpt, (tmp_path / "store").as_uri(), "checkpoint")  # the link fails
+    assert tracking.link_artifacts(ckpt, (tmp_path / "ok").as_uri(), "checkpoint")
     assert (tmp_path / "ok" / "checkpoint" / "a.bin").stat().st_nlink == 2
 
 
