@@ -40,7 +40,10 @@ def up_to_date(root: Path, targets: tuple[str, ...] = ("dvc.yaml",)) -> bool:
 
 @command(short_help="Run the whole pipeline (only stale stages rerun) and print the results table.")
 def run(preset: PresetOption = None, set_: SetOption = None,
-        name: Annotated[Optional[str], typer.Option(metavar="NAME", help="The DVC experiment's name.")] = None) -> None:
+        name: Annotated[Optional[str], typer.Option(metavar="NAME", help="The DVC experiment's name.")] = None,
+        rehearse: Annotated[bool, typer.Option(help="Rehearse a paper preset on CPU: its stages and code path with "
+                                               "SmolLM2, vLLM's CPU build and small budgets; prints what it "
+                                               "replaces (seed_app.rehearsal).")] = False) -> None:
     """Run the whole pipeline (only stale stages rerun) and print the results table.
 
     The stages run through DVC under one MLflow parent run; afterwards the table, the verdict against the
@@ -56,6 +59,11 @@ def run(preset: PresetOption = None, set_: SetOption = None,
         overrides = parse_overrides(set_ or [])
         workspace.check()  # read-only, at once: not after the config load (~1 s) or DVC's lock wait (3 s)
         cfg = loader.load_config(preset or project_root() / "params.yaml", overrides or None)
+        checked = cfg  # what the run's inputs are checked against
+        if rehearse:  # a paper preset's run on CPU: what it replaces, checked before anything starts
+            from seed_app import rehearsal
+
+            checked = rehearsal.checked_config(preset, cfg, overrides)
         from seed_app.preset_card import provenance_line
 
         if preset and (line := provenance_line(preset)):  # a paper preset: its values against the paper, one line
@@ -71,10 +79,13 @@ def run(preset: PresetOption = None, set_: SetOption = None,
             with workspace.hold(), reported("seed run", workspace.command_line()):
                 from seed_app import inputs
 
-                inputs.check_run(cfg)  # model directory, data, endpoints: before Prefect or a server starts
-                from seed_app.dvc_run import run_in_flow
+                inputs.check_run(checked)  # model directory, data, endpoints: before Prefect or a server starts
+                if rehearse and preset is not None:
+                    links = rehearsal.rehearse(preset, cfg, overrides, name, typer.echo).links
+                else:
+                    from seed_app.dvc_run import run_in_flow
 
-                links = run_in_flow(preset, overrides, name).links
+                    links = run_in_flow(preset, overrides, name).links
     table()
     from flows.results import reference_verdict
 

@@ -304,9 +304,9 @@ def _client(uri: str) -> Any:
         return mlflow.MlflowClient(tracking_uri=uri)
 
 
-def ready_store(uri: str | None = None) -> None:
-    """Create and migrate the MLflow store at ``uri`` (default ``tracking_uri()``) now, in this process alone."""
-    _client(uri or tracking_uri())
+def store_client(uri: str | None = None) -> Any:
+    """The client of the MLflow store at ``uri`` (default ``tracking_uri()``), the store created and migrated."""
+    return _client(uri or tracking_uri())
 
 
 EXPERIMENT_KIND = "mlflow.experimentKind"

@@ -19,7 +19,7 @@ from seed_core import tracking
 go = Path(sys.argv[2])
 while not go.exists():  # every process has imported mlflow before any opens the store
     time.sleep(0.01)
-tracking.ready_store(sys.argv[1])
+tracking.store_client(sys.argv[1])
 """
 
 

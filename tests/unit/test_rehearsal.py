@@ -1,0 +1,86 @@
+"""``seed run --preset P --rehearse`` (seed_app.rehearsal): what a rehearsal replaces, and nothing else.
+
+The rehearsal's promise is "the preset's stages, code path and settings, with only what cannot run here replaced,
+each replacement listed". These tests hold it to that on every paper preset: the rehearsed config differs from the
+preset exactly in the listed keys; the multi-turn structure (history, prompt formats, chat template, the
+algorithm and its losses) is the preset's; a budget only ever shrinks; the sharded trainer stays sharded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from seed_app import cli, rehearsal
+from seed_core.config import flatten
+from seed_core.loader import load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+PAPER = sorted(p for p in (ROOT / "presets").glob("*.yaml") if load_config(p).generation.backend == "vllm")
+KEPT = ("env.name", "env.history_length", "env.invalid_action_penalty", "model.chat_template_kwargs",
+        "generation.backend", "generation.temperature", "generation.max_prompt_tokens", "rl.algorithm",
+        "rl.distill_loss", "rl.policy_loss", "rl.opd_coef", "rl.kl_coef", "rl.lr", "sft.lr", "eval.splits",
+        "annotate.prompt_version", "annotate.client")
+
+
+def test_there_are_fourteen_paper_presets_to_rehearse() -> None:
+    assert len(PAPER) == 14, [p.stem for p in PAPER]
+
+
+@pytest.mark.parametrize("path", PAPER, ids=[p.stem for p in PAPER])
+def test_a_rehearsal_differs_from_its_preset_only_in_what_it_lists(path: Path) -> None:
+    cfg = load_config(path)
+    listed = rehearsal.replacements(cfg)
+    before, after = flatten(cfg), flatten(load_config(path, rehearsal.overrides(cfg)))
+    changed = {k for k in before if before[k] != after[k]}
+    assert changed == {r.key for r in listed}
+    assert all(before[r.key] == r.preset and after[r.key] == r.rehearsal and r.why for r in listed)
+    kept = [k for k in before if k.startswith(KEPT)]  # the multi-turn structure and the method are the preset's
+    assert len(kept) >= len(KEPT) - 1 and all(before[k] == after[k] for k in kept)
+    for key in rehearsal.BUDGETS:
+        assert after[key] <= before[key], f"{key}: a budget only shrinks"
+    assert after["model.path"] == rehearsal.SMOLLM2 and after["annotate.model"] == rehearsal.SMOLLM2
+    assert after["env.max_steps"] == min(before["env.max_steps"], before["env.history_length"] + 1)  # slides once
+    twin = yaml_of(ROOT / after["project.accelerate_config"])
+    original = yaml_of(ROOT / before["project.accelerate_config"])
+    assert twin["distributed_type"] == original["distributed_type"] and twin["num_processes"] >= 2
+
+
+def yaml_of(path: Path) -> dict:
+    import yaml
+
+    return yaml.safe_load(path.read_text())
+
+
+def test_each_replacement_is_one_line_naming_key_values_and_reason() -> None:
+    line = rehearsal.Replacement("rl.rounds", 150, 1, "one RL round").line()
+    assert line == "  rl.rounds: 150 -> 1 (one RL round)"
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["run", "--rehearse"], "add --preset presets/<name>.yaml"),
+    (["run", "--rehearse", "--preset", "presets/smollm2-sokoban.yaml"], "runs on CPU as it is"),
+])
+def test_rehearse_without_a_paper_preset_is_one_line_and_exit_2(argv: list[str], named: str) -> None:
+    result = CliRunner().invoke(cli.app, argv)
+    assert result.exit_code == 2, result.output
+    assert named in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_the_record_keeps_other_presets_and_lists_the_replacements(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rehearsal, "project_root", lambda: tmp_path)
+    monkeypatch.setattr(rehearsal, "_stage_runs", lambda experiment, since_ms: {"collect": {"seconds": 1.0}})
+    (tmp_path / rehearsal.RESULTS).parent.mkdir(parents=True)
+    (tmp_path / rehearsal.RESULTS).write_text(json.dumps({"presets": {"other": {"passed": True}}}))
+    path = ROOT / "presets" / "alfworld-qwen2.5-3b.yaml"
+    cfg = load_config(path)
+    entry = rehearsal.record(path, cfg, "failed", 12.0, 0, "EngineError: x")
+    data = json.loads((tmp_path / rehearsal.RESULTS).read_text())
+    assert data["presets"]["other"] == {"passed": True}
+    assert data["presets"]["alfworld-qwen2.5-3b"] == entry
+    assert entry["passed"] is False and entry["error"] == "EngineError: x"
+    assert {r["key"] for r in entry["replaced"]} == {r.key for r in rehearsal.replacements(cfg)}
