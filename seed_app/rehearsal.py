@@ -125,39 +125,38 @@ def annotator_server(cfg: SeedConfig, log_dir: Path) -> Iterator[str]:
     """A ``vllm serve`` of SmolLM2 on 127.0.0.1 with a random API key, tied to this process's life (seed's engine
     supervisor) and stopped after the block; sets ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` for the run inside, so
     the annotate stage reaches it exactly as a user's endpoint. Yields its base URL."""
-    from seed_core.model_builders import prepare_smollm2
     from seed_core.endpoints import models_root
-    from seed_core.rollout.vllm_engine import Engine, LaunchSpec, cpu_scheduler_args, free_port, resolve_python
+    from seed_core.model_builders import prepare_smollm2
+    from seed_core.rollout.vllm_engine import Engine, cpu_scheduler_args, free_port, resolve_python
 
-    model = prepare_smollm2(models_root() / SMOLLM2)
-    spec = LaunchSpec(python=resolve_python(cfg.generation.vllm), model=model, dtype="float32",
-                      tensor_parallel_size=1, gpu_memory_utilization=0.5, max_model_len=4096,
-                      startup_timeout_s=cfg.generation.vllm.startup_timeout_s,
-                      extra_args=cpu_scheduler_args(4096, ()))
+    model, python = prepare_smollm2(models_root() / SMOLLM2), resolve_python(cfg.generation.vllm)
     port, key = free_port(), secrets.token_urlsafe(32)
-    command = [str(spec.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+    command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
                "--served-model-name", SMOLLM2, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-               "--max-model-len", "4096", *spec.extra_args, "--disable-uvicorn-access-log"]
+               "--max-model-len", "4096", *cpu_scheduler_args(4096, ()), "--disable-uvicorn-access-log"]
     supervisor = Path(__file__).resolve().parents[1] / "seed_core" / "rollout" / "vllm_worker.py"
     env = {**os.environ, "VLLM_API_KEY": key, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"annotator-{port}.log"
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen([str(spec.python), str(supervisor), "--parent-pid", str(os.getpid()), "--",
-                                    *command], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   env=env, start_new_session=True)
+    with open(log_path, "ab") as log:  # the supervisor stops the server when this process is gone (even SIGKILL)
+        process = subprocess.Popen([str(python), str(supervisor), "--parent-pid", str(os.getpid()), "--", *command],
+                                   stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                   start_new_session=True)
     engine = Engine(f"http://127.0.0.1:{port}", model, model_name=SMOLLM2, process=process, log_path=log_path,
                     api_key=key)
     before = {k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
     try:
-        engine.wait_healthy(spec.startup_timeout_s)
+        engine.wait_healthy(cfg.generation.vllm.startup_timeout_s)
         os.environ.update({"OPENAI_BASE_URL": f"{engine.url}/v1", "OPENAI_API_KEY": key})
         yield engine.url
     finally:
         engine.stop()
         for k, v in before.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _stage_runs(experiment: str, since_ms: int) -> dict[str, dict[str, Any]]:
