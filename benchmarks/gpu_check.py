@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 from seed_core.loader import with_overrides
 
+ROOT = Path(__file__).resolve().parents[1]
+
 PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "H800": 989e12, "A100": 312e12, "A800": 312e12,
                    "L40S": 362e12, "A10": 125e12, "4090": 165e12}
 """Dense bf16 tensor-core peaks from the vendors' data sheets, matched against ``torch.cuda.get_device_name``."""
@@ -32,6 +34,18 @@ PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "H800": 989e12, "A100": 312e1
 
 def peak_flops(device_name: str) -> float | None:
     return next((v for k, v in PEAK_BF16_FLOPS.items() if k in device_name), None)
+
+
+def vllm_python() -> str | None:
+    """The interpreter the vllm backend launches its engines from: ``$SEED_VLLM_PYTHON``, else ``.venv-vllm``, else
+    this one when it imports vllm; None when there is none (the lent machine's image: no vLLM)."""
+    import importlib.util
+
+    if os.environ.get("SEED_VLLM_PYTHON"):
+        return os.environ["SEED_VLLM_PYTHON"]  # as given: a wrong path is reported as the backend's error
+    if (ROOT / ".venv-vllm" / "bin" / "python").is_file():
+        return str(ROOT / ".venv-vllm" / "bin" / "python")
+    return sys.executable if importlib.util.find_spec("vllm") is not None else None
 
 
 def rollout_throughput(cfg: Any, policy: Any, backend_name: str, prompts: list[str], new_tokens: int) -> dict[str, Any]:
@@ -116,6 +130,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
+    import transformers
 
     from seed_core.config import SeedConfig
     from seed_core.envs import make_env
@@ -129,12 +144,12 @@ def main() -> None:
     else:
         model = Path(args.model)
     cuda = torch.cuda.is_available() and args.device != "cpu"
-    vllm_python = os.environ.get("SEED_VLLM_PYTHON", "")
+    vllm = vllm_python()
     cfg = with_overrides(SeedConfig(), {
         "model.path": str(model), "model.device": args.device, "model.dtype": "bfloat16" if cuda else "float32",
         "env.name": "sokoban", "env.max_steps": 4, "generation.max_new_tokens": args.new_tokens,
         "generation.batch_size": args.prompts, "generation.max_prompt_tokens": 1024,
-        "generation.vllm.python": vllm_python, "generation.vllm.max_model_len": 4096,
+        "generation.vllm.python": vllm or "", "generation.vllm.max_model_len": 4096,
         "generation.vllm.extra_args": [] if cuda else ["--enforce-eager"],
         "rl.tasks_per_round": args.rounds_tasks, "rl.group_size": 4,
         "rl.mini_batch_size": 1024, "rl.micro_batch_size": 16, "rl.analyzer_max_new_tokens": 128,
@@ -144,9 +159,14 @@ def main() -> None:
     prompts = [env.build_prompt(env.reset(t), [], 0) for t in env.make_tasks("train", args.prompts, seed=0)]
     result: dict[str, Any] = {
         "model": str(model), "device": torch.cuda.get_device_name() if cuda else "cpu",
-        "torch": torch.__version__, "settings": vars(args), "rollout": {}}
+        "torch": torch.__version__, "transformers": transformers.__version__, "settings": vars(args), "rollout": {}}
     policy = load_policy(cfg.model)  # one load, shared by every backend and the trainer pass
     for name in [b for b in args.backends.split(",") if b]:
+        if name == "vllm" and vllm is None:
+            why = "no vLLM here (no SEED_VLLM_PYTHON, no .venv-vllm, vllm not importable)"
+            result["rollout"][name] = {"skipped": why}
+            print(f"gpu_check: skipped rollout vllm: {why}", file=sys.stderr)
+            continue
         try:
             result["rollout"][name] = rollout_throughput(cfg, policy, name, prompts, args.new_tokens)
         except Exception as err:  # a missing vLLM env is reported, the rest of the check still runs
