@@ -69,6 +69,8 @@ def _machine(cfg: SeedConfig) -> dict[str, tuple[Any, str]]:
         "generation.vllm.num_engines": (1, "one CPU engine"),
         "annotate.client": ("openai", "the annotator stays an OpenAI-compatible endpoint"),
         "annotate.model": (SMOLLM2, "a local `vllm serve` of the small model stands in for the hosted annotator"),
+        "annotate.min_ok_fraction": (0.0, "a 135M annotator parses what it parses: reported, not graded"),
+        "annotate.fail_fast_after": (0, "the same: no early stop on the small annotator's unparsable answers"),
     }
     if cfg.project.accelerate_config:
         twin = ACCELERATE_TWINS.get(cfg.project.accelerate_config, "configs/accelerate/cpu_2proc.yaml")
@@ -198,6 +200,21 @@ def _rl_rows(cfg: SeedConfig, since_ms: int) -> dict[str, dict[str, float]]:
     return out
 
 
+STAGE_KEYS = {"collect": ("collect/format_valid_rate", "collect/success_rate"),
+              "annotate": ("annotate/ok_rate", "annotate/mean_latency_s")}
+
+
+def _stage_metrics(cfg: SeedConfig, since_ms: int) -> dict[str, float]:
+    """``STAGE_KEYS`` from the stages' ``metrics.json`` written since ``since_ms``."""
+    out: dict[str, float] = {}
+    for stage, keys in STAGE_KEYS.items():
+        path = project_root() / cfg.project.data_dir / stage / "metrics.json"
+        if path.is_file() and path.stat().st_mtime * 1000 >= since_ms:
+            found = json.loads(path.read_text())
+            out |= {k: round(float(found[k]), 4) for k in keys if k in found}
+    return out
+
+
 def record(preset: Path, cfg: SeedConfig, outcome: str, seconds: float, since_ms: int,
            error: str | None = None) -> dict[str, Any]:
     """This rehearsal's entry, written into ``RESULTS`` under the preset's name (other presets' entries kept)."""
@@ -206,7 +223,8 @@ def record(preset: Path, cfg: SeedConfig, outcome: str, seconds: float, since_ms
     entry = {"commit": git_commit()[:7], "passed": outcome == "passed", "outcome": outcome,
              "error": error, "seconds": round(seconds, 1),
              "replaced": [dataclasses.asdict(r) for r in replacements(cfg)],
-             "stages": _stage_runs(cfg.tracking.experiment, since_ms), "rl_rows": _rl_rows(cfg, since_ms),
+             "stages": _stage_runs(cfg.tracking.experiment, since_ms), "stage_metrics": _stage_metrics(cfg, since_ms),
+             "rl_rows": _rl_rows(cfg, since_ms),
              "load_average": [round(x, 2) for x in os.getloadavg()]}
     path = project_root() / RESULTS
     data = json.loads(path.read_text()) if path.is_file() else {"presets": {}}
