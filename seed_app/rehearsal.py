@@ -69,6 +69,9 @@ def _machine(cfg: SeedConfig) -> dict[str, tuple[Any, str]]:
         "generation.vllm.num_engines": (1, "one CPU engine"),
         "annotate.client": ("openai", "the annotator stays an OpenAI-compatible endpoint"),
         "annotate.model": (SMOLLM2, "a local `vllm serve` of the small model stands in for the hosted annotator"),
+        "rl.micro_batch_tokens": (2048, "memory: a token budget per pass (the preset's 0 = 32 whole rows of ~2k tokens "
+                                        "a pass, whose logits alone are ~13 GB; the first ALFWorld rehearsal was "
+                                        "killed for memory there); the update does not depend on it beyond float order"),
         "annotate.min_ok_fraction": (0.0, "a 135M annotator parses what it parses: reported, not graded"),
         "annotate.fail_fast_after": (0, "the same: no early stop on the small annotator's unparsable answers"),
     }
