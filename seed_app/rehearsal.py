@@ -69,9 +69,11 @@ def _machine(cfg: SeedConfig) -> dict[str, tuple[Any, str]]:
         "generation.vllm.num_engines": (1, "one CPU engine"),
         "annotate.client": ("openai", "the annotator stays an OpenAI-compatible endpoint"),
         "annotate.model": (SMOLLM2, "a local `vllm serve` of the small model stands in for the hosted annotator"),
-        "rl.micro_batch_tokens": (2048, "memory: a token budget per pass (the preset's 0 = 32 whole rows of ~2k tokens "
-                                        "a pass, whose logits alone are ~13 GB; the first ALFWorld rehearsal was "
-                                        "killed for memory there); the update does not depend on it beyond float order"),
+        "rl.micro_batch_tokens": (2048, "memory: a token budget per pass; the preset's 0 puts 32 whole ~2k-token rows "
+                                        "in one pass, and CPU attention without a fused kernel holds their scores "
+                                        "(32 x 9 heads x 2.1k^2 x 4 B = 5.1 GB for SmolLM2; the first ALFWorld "
+                                        "rehearsal's rank died at 5.5 GB); the update does not depend on it beyond "
+                                        "float order"),
         "annotate.min_ok_fraction": (0.0, "a 135M annotator parses what it parses: reported, not graded"),
         "annotate.fail_fast_after": (0, "the same: no early stop on the small annotator's unparsable answers"),
     }
