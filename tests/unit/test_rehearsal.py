@@ -73,7 +73,8 @@ def test_rehearse_without_a_paper_preset_is_one_line_and_exit_2(argv: list[str],
 def test_the_record_keeps_other_presets_and_lists_the_replacements(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rehearsal, "project_root", lambda: tmp_path)
-    monkeypatch.setattr(rehearsal, "_stage_runs", lambda experiment, since_ms: {"collect": {"seconds": 1.0}})
+    monkeypatch.setattr(rehearsal, "_stage_runs", lambda experiment, since_ms: {
+        "collect": {"seconds": 1.0, "status": "FINISHED"}, "rl-grpo": {"seconds": 2.0, "status": "FAILED"}})
     (tmp_path / rehearsal.RESULTS).parent.mkdir(parents=True)
     (tmp_path / rehearsal.RESULTS).write_text(json.dumps({"presets": {"other": {"passed": True}}}))
     path = ROOT / "presets" / "alfworld-qwen2.5-3b.yaml"
@@ -82,5 +83,5 @@ def test_the_record_keeps_other_presets_and_lists_the_replacements(tmp_path: Pat
     data = json.loads((tmp_path / rehearsal.RESULTS).read_text())
     assert data["presets"]["other"] == {"passed": True}
     assert data["presets"]["alfworld-qwen2.5-3b"] == entry
-    assert entry["passed"] is False and entry["error"] == "EngineError: x"
+    assert entry["passed"] is False and entry["error"] == "EngineError: x" and entry["failed_stages"] == ["rl-grpo"]
     assert {r["key"] for r in entry["replaced"]} == {r.key for r in rehearsal.replacements(cfg)}
