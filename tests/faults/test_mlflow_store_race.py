@@ -13,10 +13,12 @@ from pathlib import Path
 from seed_core.config import project_root
 
 OPENER = """
-import sys, time
+import os, sys, time
 from pathlib import Path
+import mlflow
 from seed_core import tracking
 go = Path(sys.argv[2])
+(go.parent / f"ready-{os.getpid()}").touch()
 while not go.exists():  # every process has imported mlflow before any opens the store
     time.sleep(0.01)
 tracking.store_client(sys.argv[1])
@@ -29,7 +31,9 @@ def test_processes_opening_a_new_sqlite_store_at_once_all_succeed(tmp_path: Path
     uri, go = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "go"
     procs = [subprocess.Popen([sys.executable, "-c", OPENER, uri, str(go)], cwd=project_root(), text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(4)]
-    time.sleep(8)  # the imports (mlflow, seed_core) of all four
+    deadline = time.monotonic() + 240
+    while len(list(tmp_path.glob("ready-*"))) < len(procs) and time.monotonic() < deadline:
+        time.sleep(0.05)  # all four have imported mlflow and seed_core: they open the store together
     go.touch()
     results = [(p.wait(timeout=240), p.stdout.read() if p.stdout else "") for p in procs]
     failed = [out[-600:] for rc, out in results if rc != 0]
