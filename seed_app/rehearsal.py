@@ -132,7 +132,12 @@ def overrides(cfg: SeedConfig) -> dict[str, Any]:
 def annotator_server(cfg: SeedConfig, log_dir: Path) -> Iterator[str]:
     """A ``vllm serve`` of SmolLM2 on 127.0.0.1 with a random API key, tied to this process's life (seed's engine
     supervisor) and stopped after the block; sets ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` for the run inside, so
-    the annotate stage reaches it exactly as a user's endpoint. Yields its base URL."""
+    the annotate stage reaches it exactly as a user's endpoint. Yields its base URL.
+
+    Not ``Engine.launch``: a policy engine runs in vLLM's dev mode (``/collective_rpc`` for weight reloads, which has
+    no authentication) with seed's worker extension, and keeps its API key to itself. An annotator needs none of
+    that, so it is a plain ``api_server`` whose only routes are the key-checked OpenAI ones; it reuses the engine's
+    supervisor, CPU scheduler flags, port picking and ``Engine`` for health and stopping."""
     from seed_core.endpoints import models_root
     from seed_core.model_builders import prepare_smollm2
     from seed_core.rollout.vllm_engine import Engine, cpu_scheduler_args, free_port, resolve_python
@@ -190,9 +195,13 @@ CURVE_KEYS = ("analysis/parse_ok_rate", "rl/teacher_coverage", "rollout/sampling
               "rollout/sampling_logp_diff_mean", "rollout/format_valid_rate", "time/round_s")
 
 
+def _written_since(path: Path, since_ms: int) -> bool:
+    """``path`` exists and was written by this rehearsal (an older file is another run's)."""
+    return path.is_file() and path.stat().st_mtime * 1000 >= since_ms
+
+
 def _rl_rows(cfg: SeedConfig, since_ms: int) -> dict[str, dict[str, float]]:
-    """Per RL row of the pipeline, the last round's ``CURVE_KEYS`` from its ``curve.csv`` written since ``since_ms``
-    (an older one is another run's); absent keys left out."""
+    """Per RL row of the pipeline, the last round's ``CURVE_KEYS`` from its ``curve.csv``; absent keys left out."""
     import pandas as pd
 
     from flows.common import rl_algorithms
@@ -200,7 +209,7 @@ def _rl_rows(cfg: SeedConfig, since_ms: int) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for row in rl_algorithms(cfg):
         curve = project_root() / cfg.project.data_dir / "rl" / row / "curve.csv"
-        if curve.is_file() and curve.stat().st_mtime * 1000 >= since_ms:
+        if _written_since(curve, since_ms):
             last = pd.read_csv(curve).iloc[-1]
             out[row] = {k: round(float(last[k]), 6) for k in CURVE_KEYS if k in last and pd.notna(last[k])}
     return out
@@ -211,11 +220,11 @@ STAGE_KEYS = {"collect": ("collect/format_valid_rate", "collect/success_rate"),
 
 
 def _stage_metrics(cfg: SeedConfig, since_ms: int) -> dict[str, float]:
-    """``STAGE_KEYS`` from the stages' ``metrics.json`` written since ``since_ms``."""
+    """``STAGE_KEYS`` from the stages' ``metrics.json``."""
     out: dict[str, float] = {}
     for stage, keys in STAGE_KEYS.items():
         path = project_root() / cfg.project.data_dir / stage / "metrics.json"
-        if path.is_file() and path.stat().st_mtime * 1000 >= since_ms:
+        if _written_since(path, since_ms):
             found = json.loads(path.read_text())
             out |= {k: round(float(found[k]), 4) for k in keys if k in found}
     return out
