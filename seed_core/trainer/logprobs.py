@@ -21,12 +21,15 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
 
 from seed_core.rollout.batch_plan import MIN_BATCH_ROWS, unique_rows
+
+if TYPE_CHECKING:
+    from seed_core.trainer.distributed import Collective
 
 LOGPROB_CHUNK_TOKENS = 512
 """Response tokens whose vocabulary row is alive at once (512 x 49,152 fp32 logits = 100 MB for SmolLM2)."""
@@ -265,6 +268,7 @@ def score_in_chunks(
     pad_id: int,
     micro_batch_size: int,
     max_tokens: int = 0,
+    comm: Collective | None = None,
 ) -> list[torch.Tensor]:
     """Log-probs of each response (a 1-D tensor per sample, its own length), in length-sorted micro-batches
     of at most ``micro_batch_size`` samples and, when ``max_tokens > 0``, at most ``max_tokens`` tokens
@@ -272,7 +276,12 @@ def score_in_chunks(
     A micro-batch on the full-logits path (``FULL_LOGITS_MAX``: the testbed) computes its equal (prompt, response)
     rows once, in its padded shape, which gives the numbers of scoring every copy (``seed_core.rollout.batch_plan``;
     bit for bit, measured on the testbed and the tiny test models at 1 and 2 threads). The chunked head of the
-    other path is not row-count invariant on 2 threads (measured), so its micro-batches run every row."""
+    other path is not row-count invariant on 2 threads (measured), so its micro-batches run every row.
+
+    ``comm`` (several ranks, each scoring its own rows): every rank runs as many forward passes as the rank with the
+    most micro-batches, the extra ones on this rank's shortest row with the result dropped. FSDP all-gathers the
+    shards in every forward, so ranks whose token budget cut their rows into different numbers of micro-batches
+    would otherwise enter different collectives (the ALFWorld rehearsal's gloo abort, ``docs/gpu.md``)."""
     was_training = model.training
     model.eval()
     lengths = [len(p) + len(r) for p, r in zip(prompt_ids, response_ids)]
@@ -285,6 +294,10 @@ def score_in_chunks(
         if not chunks or full:
             chunks.append([])
         chunks[-1].append(i)
+    # agreed before any forward pass: a collective between one rank's passes would meet the other's all-gather
+    padding = comm.max_int(len(chunks)) - len(chunks) if comm is not None and comm.world > 1 else 0
+    if padding and not order:
+        raise ValueError("score_in_chunks across ranks needs at least one row on every rank (rank_slice pads)")
     for idx in chunks:
         firsts = inverse = list(range(len(idx)))
         if _full_logits(model, len(idx), max(1, max(len(response_ids[i]) for i in idx))):  # equal rows once
@@ -295,6 +308,8 @@ def score_in_chunks(
         logprobs, _ = response_logprobs(model, batch)
         for row, i in zip(inverse, idx):
             result[i] = logprobs[row, : len(response_ids[i])].cpu()
+    for _ in range(padding):  # forward passes for the collectives only: the shortest row again, result dropped
+        response_logprobs(model, pack_sequences([prompt_ids[order[0]]], [response_ids[order[0]]], pad_id))
     model.train(was_training)
     return [r for r in result if r is not None]
 

@@ -87,8 +87,9 @@ def compute_reference_logprobs(
 
     ``needs_old=False`` (one optimizer step per iteration) skips the old pass: the trainer then uses the
     detached current log-probs, which are equal because the weights have not moved yet. With several ranks
-    each scores an equal share of the samples (the same number of forward passes everywhere, as FSDP
-    needs; short shares are padded with real rows whose results are dropped) and the results are gathered.
+    each scores an equal share of the samples and the results are gathered; every rank runs the same number of
+    forward passes, as FSDP needs (short shares are padded with real rows, and a rank whose token budget
+    ``max_tokens`` cuts its share into fewer micro-batches runs padding passes: results dropped either way).
     Returns one list per pass in sample order; ``teacher[i]`` is zeros for samples without a skill.
     ``micro_batch_size`` / ``max_tokens``: the size of each forward pass (``score_in_chunks``).
     """
@@ -104,7 +105,8 @@ def compute_reference_logprobs(
     own_rows = rows if needs_old else []
     prompts = [samples.prompt_ids[i] for i in own_rows] + [samples.teacher_prompt_ids[i] for i in teacher_rows]
     responses = [samples.response_ids[i] for i in own_rows + teacher_rows]  # exactly the sampled ids
-    scored = score_in_chunks(policy_model, prompts, responses, pad_id, micro_batch_size, max_tokens) if prompts else []
+    scored = score_in_chunks(policy_model, prompts, responses, pad_id, micro_batch_size, max_tokens,
+                             comm) if prompts else []
     values: dict[str, dict[int, torch.Tensor]] = {
         "teacher": {i: scored[len(own_rows) + k] for k, i in enumerate(teacher_rows)}}
     if needs_old:
@@ -112,7 +114,7 @@ def compute_reference_logprobs(
     if ref_model is not None:
         values["ref"] = dict(zip(rows, score_in_chunks(ref_model, [samples.prompt_ids[i] for i in rows],
                                                        [samples.response_ids[i] for i in rows], pad_id,
-                                                       micro_batch_size, max_tokens)))
+                                                       micro_batch_size, max_tokens, comm)))
     real = set(share.real)
     merged: dict[str, dict[int, torch.Tensor]] = {key: {} for key in values}
     for part in comm.gather_lists([{key: {i: v for i, v in d.items() if i in real} for key, d in values.items()}]):

@@ -1,8 +1,10 @@
 """One RL update + checkpoint through the trainer's own layout code, with 1 process or under FSDP2 on CPU.
 
-    python tests/distributed/fsdp_update_driver.py MODEL_DIR REF_DIR OUT_DIR MICRO                  # 1 process
+    python tests/distributed/fsdp_update_driver.py MODEL_DIR REF_DIR OUT_DIR MICRO [TOKENS]         # 1 process
     accelerate launch --config_file configs/accelerate/cpu_2proc_fsdp.yaml \
-        tests/distributed/fsdp_update_driver.py MODEL_DIR REF_DIR OUT_DIR MICRO                     # FSDP2, gloo
+        tests/distributed/fsdp_update_driver.py MODEL_DIR REF_DIR OUT_DIR MICRO [TOKENS]            # FSDP2, gloo
+
+TOKENS: ``rl.micro_batch_tokens`` (default 0, no token budget per forward pass).
 
 The same steps as ``seed_core.stages.rl``: ``make_accelerator``, ``accelerator.prepare`` (policy), ``prepare_reference``
 (KL reference, loaded from REF_DIR, another model, so the KL term is not 0), ``rl_update``, ``save_policy``
@@ -46,13 +48,15 @@ def main() -> None:
     # a collective that only some ranks reach hangs: print where every rank is and exit instead
     faulthandler.dump_traceback_later(float(os.environ.get("SEED_DRIVER_HANG_S", "240")), exit=True)
     model_dir, ref_dir, out, micro = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
+    tokens = int(sys.argv[5]) if len(sys.argv) > 5 else 0
     model_cfg = ModelConfig(path=model_dir, device="cpu")
     accelerator = make_accelerator(model_cfg)
     policy = load_policy(model_cfg)
     optimizer = torch.optim.AdamW(policy.model.parameters(), lr=1e-3)
     model, optimizer = accelerator.prepare(policy.model, optimizer)  # the order of seed_core.stages.rl
     ref = prepare_reference(accelerator, load_policy(model_cfg, ref_dir, trainable=False).model)
-    cfg = RLConfig(mini_batch_size=6, micro_batch_size=micro, kl_coef=0.01, entropy_coef=0.001, opd_coef=0.5)
+    cfg = RLConfig(mini_batch_size=6, micro_batch_size=micro, micro_batch_tokens=tokens, kl_coef=0.01,
+                   entropy_coef=0.001, opd_coef=0.5)
     metrics = rl_update(model, optimizer, fixed_samples(), cfg=cfg, algorithm=ALGORITHMS.get("seed"),
                         pad_id=policy.tokenizer.pad_token_id, ref_model=ref, accelerator=accelerator, seed=3)
     # after the update: the reference has run forward passes only, and must still be sharded

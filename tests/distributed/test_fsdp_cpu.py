@@ -97,3 +97,33 @@ def test_fsdp2_two_cpu_processes_match_one_process(tiny_model_dir: Path, tmp_pat
     rel = float((step2 - step1).norm() / step1.norm())
     diff = float((step2 - step1).abs().max())
     assert rel < 1e-3 and diff < 0.2 * lr, f"1 vs 2 processes: |dw| relative {rel:.3g}, max {diff:.3g}"
+
+
+@pytest.mark.timeout(600)
+def test_fsdp2_token_budget_gives_ranks_unequal_micro_batches_and_still_matches_one_process(
+        tiny_model_dir: Path, tmp_path: Path):
+    """``rl.micro_batch_tokens`` cuts each rank's rows by their lengths: with a budget of 10 tokens the reference
+    pass scores rank 0's rows (lengths 3, 6, 6) in 3 forward passes and rank 1's (4, 5, 6) in 2. FSDP all-gathers
+    in every forward, so without padding passes the ranks enter different collectives (gloo aborts or hangs: the
+    ALFWorld rehearsal's defect). The 2-process update must run and equal the 1-process one."""
+    from seed_core.model_builders import build_tiny_model
+    from seed_core.trainer.distributed import rank_slice
+
+    sys.path.insert(0, str(DRIVER.parent))
+    from rl_update_driver import fixed_samples
+
+    samples = fixed_samples()
+    lengths = [len(p) + len(r) for p, r in zip(samples.prompt_ids, samples.response_ids)]
+    assert [sorted(lengths[i] for i in rank_slice(range(6), r, 2).index) for r in (0, 1)] == [[3, 6, 6], [4, 5, 6]]
+
+    ref_dir = build_tiny_model(tmp_path / "ref", seed=1)
+    args = [str(DRIVER), str(tiny_model_dir), str(ref_dir)]
+    _run([sys.executable, *args, str(tmp_path / "one"), "6", "10"])
+    _run([str(ACCELERATE), "launch", "--config_file", str(FSDP_CONFIG), "--main_process_port", str(_free_port()),
+          *args, str(tmp_path / "two"), "6", "10"])
+    m1 = json.loads((tmp_path / "one" / "result.json").read_text())["metrics"]
+    m2 = json.loads((tmp_path / "two" / "result.json").read_text())["metrics"]
+    assert m1["rl/kl_loss"] > 1e-4
+    assert m2["rl/total_loss"] == pytest.approx(m1["rl/total_loss"], abs=1e-5)
+    assert m2["rl/kl_loss"] == pytest.approx(m1["rl/kl_loss"], abs=1e-6)
+    assert m2["rl/grad_norm"] == pytest.approx(m1["rl/grad_norm"], rel=1e-4)

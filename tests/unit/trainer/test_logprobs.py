@@ -70,3 +70,37 @@ def test_score_in_chunks_token_budget_bounds_every_forward_pass(tiny_policy):
     assert [s[0] for s in shapes] == [2, 1, 1]
     for p, r, row in zip(prompts, responses, rows):
         torch.testing.assert_close(row, _naive(model.eval(), p, r), atol=1e-4, rtol=1e-4)
+
+
+class _Ranks:
+    """A stand-in for ``Collective`` on one of two ranks whose other rank runs ``other`` forward passes."""
+
+    world = 2
+
+    def __init__(self, other: int) -> None:
+        self.other = other
+
+    def max_int(self, value: int) -> int:
+        return max(value, self.other)
+
+
+def test_score_in_chunks_pads_to_the_other_ranks_forward_count_and_drops_the_padding(tiny_policy):
+    """The rows of the test above take 3 passes; a rank whose peer takes 5 runs 2 more on its shortest row (FSDP
+    needs the same number of forwards on every rank), and the results stay those without padding."""
+    model = tiny_policy.model
+    prompts = [[1, 2, 3, 4, 5], [7], [8, 9], [6, 5, 4]]
+    responses = [[11, 12], [12, 13, 14], [15], [16, 17]]
+    pad = tiny_policy.tokenizer.pad_token_id
+    plain = score_in_chunks(model, prompts, responses, pad, micro_batch_size=8, max_tokens=12)
+    shapes = []
+    hook = model.register_forward_pre_hook(lambda _m, _a, kw: shapes.append(tuple(kw["input_ids"].shape)),
+                                           with_kwargs=True)
+    try:
+        padded = score_in_chunks(model, prompts, responses, pad, micro_batch_size=8, max_tokens=12, comm=_Ranks(5))
+        fewer = score_in_chunks(model, prompts, responses, pad, micro_batch_size=8, max_tokens=12, comm=_Ranks(1))
+    finally:
+        hook.remove()
+    assert [s[0] for s in shapes] == [2, 1, 1, 1, 1] + [2, 1, 1]
+    assert shapes[3] == shapes[4] == (1, 3)  # the shortest row (prompt 2 + response 1), again
+    for a, b, c in zip(plain, padded, fewer):
+        assert torch.equal(a, b) and torch.equal(a, c)
