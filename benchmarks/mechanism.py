@@ -215,8 +215,8 @@ def per_round(cells: list[dict[str, Any]], keys: tuple[str, ...] = ROUND_KEYS) -
 def confirmatory_blocks(merged: list[dict[str, Any]], learning: dict[str, Any], plan_path: Path) -> dict[str, Any]:
     """The plan, the positive control's verdict (judged first, on held-out success) and, where the cells have the
     family's rows, the family on the primary outcome (the training-success AUC) with Holm over it."""
-    from benchmarks.confirmatory import (family_block, heldout_scores, plan_block, positive_control,
-                                         primary_scores)
+    from benchmarks.confirmatory import (decisions, family_block, heldout_scores, late_analyzer, plan_block,
+                                         positive_control, primary_scores, rounds_to)
 
     plan = plan_block(plan_path)
     names = [c["name"] for c in plan["family"]["comparisons"]]
@@ -233,9 +233,17 @@ def confirmatory_blocks(merged: list[dict[str, Any]], learning: dict[str, Any], 
     if status.startswith("confirmatory, incomplete") and "mean_diff" in control:  # judged on all study seeds only
         control["verdict"] = f"not judged yet: {len(seeds)} of {len(plan['seeds']['study'])} study seeds " \
                              f"(the smallest sign-flip p at n = {len(seeds)} is {2 / 2 ** len(seeds):g})"
+    family = family_block(primary, names)
+    parse_late = late_analyzer(merged, "analysis/parse_ok_rate")
+    correct_late = late_analyzer(merged, "analysis/skill_correct")
+    to_90 = {m: [rounds_to(c["curves"][m]) for c in merged] for m in primary}
     return {"plan": plan, "status": status, "positive_control": control,
             "primary": {m: {"per_seed": v, "mean": sum(v) / len(v)} for m, v in primary.items()},
-            "family": family_block(primary, names)}
+            "family": family,
+            "secondary": {"rounds_to_90": to_90, "analyzer_parse_late": parse_late,
+                          "analyzer_correct_late": correct_late},
+            "decisions": decisions(family, control, parse_late, correct_late, plan,
+                                   complete=status == "confirmatory")}
 
 
 def main() -> None:
