@@ -51,6 +51,7 @@ NOT_NUMERICS = {
     "seed_core/endpoints.py": "service URLs and the project root from the environment",
     "seed_core/stage_params.py": "which params keys each DVC stage reads (dvc.yaml's params lists)",
     "seed_core/stage_code.py": "which registry entries a stage's code fingerprint reaches",
+    "seed_core/parent_watch.py": "process lifetime: a launched rank ends when its launcher is gone",
 }
 """Files of the build's closure that cannot change a weight (why, each): an edit to them keeps the key. Only code
 that is plainly bookkeeping goes here; on the reference CPU a test rebuilds and compares, which catches a wrong

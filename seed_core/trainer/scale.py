@@ -33,6 +33,9 @@ from seed_core.trainer.checkpoint import checkpoint_bytes, save_checkpoint
 def make_accelerator(model_cfg: ModelConfig) -> Any:
     from accelerate import Accelerator
 
+    from seed_core.parent_watch import watch_launcher
+
+    watch_launcher()  # a rank of `accelerate launch` ends when its launcher does (seed_core.parent_watch)
     mixed = None if model_cfg.mixed_precision == "no" else model_cfg.mixed_precision
     cpu = model_cfg.device == "cpu" or (model_cfg.device == "auto" and not torch.cuda.is_available())
     accelerator = Accelerator(cpu=cpu, mixed_precision=mixed)
