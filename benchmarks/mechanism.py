@@ -215,6 +215,8 @@ def per_round(cells: list[dict[str, Any]], keys: tuple[str, ...] = ROUND_KEYS) -
 def confirmatory_blocks(merged: list[dict[str, Any]], learning: dict[str, Any], plan_path: Path) -> dict[str, Any]:
     """The plan, the positive control's verdict (judged first, on held-out success) and, where the cells have the
     family's rows, the family on the primary outcome (the training-success AUC) with Holm over it."""
+    from seed_core.stats import mean_ci
+
     from benchmarks.confirmatory import (decisions, family_block, heldout_scores, late_analyzer, plan_block,
                                          positive_control, primary_scores, rounds_to)
 
@@ -238,7 +240,8 @@ def confirmatory_blocks(merged: list[dict[str, Any]], learning: dict[str, Any], 
     correct_late = late_analyzer(merged, "analysis/skill_correct")
     to_90 = {m: [rounds_to(c["curves"][m]) for c in merged] for m in primary}
     return {"plan": plan, "status": status, "positive_control": control,
-            "primary": {m: {"per_seed": v, "mean": sum(v) / len(v)} for m, v in primary.items()},
+            "primary": {m: {"per_seed": v, "mean": sum(v) / len(v), "ci95": list(mean_ci(v)[1])}
+                        for m, v in primary.items()},
             "family": family,
             "secondary": {"rounds_to_90": to_90, "analyzer_parse_late": parse_late,
                           "analyzer_correct_late": correct_late},
