@@ -73,7 +73,7 @@ def test_importing_every_flow_and_task_module_loads_no_torch() -> None:
 
 LAYERS = (  # lowest first; a module may import its own layer or lower ones, never a higher one
     ("base", ("registry", "registries", "types", "code_closure", "endpoints", "config", "io", "stats",
-              "skill_insert", "stage_params", "timing", "logs", "numerics", "reference")),
+              "skill_insert", "stage_params", "timing", "logs", "numerics", "reference", "parent_watch")),
     ("engines", ("alfworld", "webshop", "retrieval", "data_gen")),
     ("envs", ("envs",)),
     ("models", ("models", "losses", "algorithms", "methods", "contexts", "static_skills", "task_sets", "stage_code",
