@@ -295,7 +295,7 @@ def score_in_chunks(
             chunks.append([])
         chunks[-1].append(i)
     # agreed before any forward pass: a collective between one rank's passes would meet the other's all-gather
-    padding = comm.max_int(len(chunks)) - len(chunks) if comm is not None and comm.world > 1 else 0
+    padding = comm.max_int(len(chunks)) - len(chunks) if comm is not None else 0  # 0 on one process
     if padding and not order:
         raise ValueError("score_in_chunks across ranks needs at least one row on every rank (rank_slice pads)")
     for idx in chunks:
