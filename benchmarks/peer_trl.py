@@ -1,10 +1,12 @@
 """Peer benchmark: one GRPO iteration with seed and with TRL's ``GRPOTrainer`` on the same work.
 
     python benchmarks/peer_trl.py [--model models/smollm2-135m-instruct] [--prompts 1] [--group 8]
-        [--max-new-tokens 48] [--repeats 3] [--concurrent] [--trl-python PYTHON] [--out FILE.json]
+        [--max-new-tokens 48] [--prompt-tokens N] [--seed-rl JSON] [--seed-generation JSON] [--repeats 3]
+        [--concurrent] [--trl-python PYTHON] [--out FILE.json]
     python benchmarks/peer_trl.py --combine A.json B.json --out FILE.json   # runs of separate invocations
 
-The work: ``--prompts`` Sokoban first-step prompts (train split, seeded), ``--group`` completions each,
+The work: ``--prompts`` Sokoban prompts (train split, seeded; first-step prompts, or with ``--prompt-tokens N`` each
+task's multi-turn prompt after enough steps of history to reach N tokens), ``--group`` completions each,
 at most ``--max-new-tokens`` new tokens at temperature 1, fp32 on CPU; reward = the environment's step
 reward minus the invalid-format penalty; GRPO advantages (group mean and std), token-mean clipped
 surrogate, k3 KL to the frozen starting model with weight ``--beta``, one AdamW step of ``--lr`` with
@@ -55,23 +57,61 @@ def _max_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
 
 
+WALK = ("left", "right", "up", "down")
+"""The moves that lengthen a prompt to ``--prompt-tokens``: each step adds its observation and action to the history."""
+
+
 def workload_prompts(w: dict[str, Any]) -> tuple[list[str], Callable[[int, str], float]]:
-    """The prompt texts and ``reward(prompt_index, completion_text)`` (step reward - penalty if invalid)."""
+    """The prompt texts and ``reward(prompt_index, completion_text)`` (step reward - penalty if invalid).
+
+    ``w["prompt_tokens"]`` = 0: each task's first-step prompt. N > 0: each task walked with ``WALK``'s moves and
+    the environment's own multi-turn prompt (history of every earlier step) until its chat-templated prompt has at
+    least N tokens (or the episode ends); the reward replays those moves before scoring the completion."""
     from seed_core.config import EnvConfig
     from seed_core.envs import make_env
+    from seed_core.types import HistoryItem
 
-    env_cfg = EnvConfig(name="sokoban", max_steps=4)
+    target = w.get("prompt_tokens", 0)
+    env_cfg = EnvConfig(name="sokoban", max_steps=4) if not target else \
+        EnvConfig(name="sokoban", max_steps=200, history_length=200)
     env = make_env(env_cfg)
     tasks = env.make_tasks("train", w["prompts"], seed=w["seed"])
-    prompts = [env.build_prompt(env.reset(t), [], 0) for t in tasks]
+    count = _token_counter(w["model"]) if target else None
+    prompts, walks = [], []
+    for task in tasks:
+        obs, history, moves = env.reset(task), [], []
+        prompt = env.build_prompt(obs, history, 0)
+        while count is not None and count(prompt) < target:
+            move = WALK[len(moves) % len(WALK)]
+            result = env.step(move)
+            if result.done:
+                break
+            history.append(HistoryItem(len(moves), obs, move))
+            moves.append(move)
+            obs = result.observation
+            prompt = env.build_prompt(obs, history, len(moves))
+        prompts.append(prompt)
+        walks.append(moves)
 
     def reward(i: int, text: str) -> float:
         game = make_env(env_cfg)
         game.reset(tasks[i])
+        for move in walks[i]:
+            game.step(move)
         parsed = game.parse_action(text)
         return float(game.step(parsed.action).reward) - (0.0 if parsed.valid else PENALTY)
 
     return prompts, reward
+
+
+def _token_counter(model: str) -> Callable[[str], int]:
+    """Tokens of a user message under ``model``'s chat template (what both trainers feed the model)."""
+    from transformers import AutoTokenizer
+
+    from seed_core.models import encode_prompt
+
+    tok = AutoTokenizer.from_pretrained(model)
+    return lambda text: len(encode_prompt(tok, text))
 
 
 def run_seed(w: dict[str, Any]) -> dict[str, Any]:
@@ -91,7 +131,8 @@ def run_seed(w: dict[str, Any]) -> dict[str, Any]:
     ref = load_policy(model_cfg, trainable=False).model if w["beta"] > 0 else None
     optimizer = torch.optim.AdamW(policy.model.parameters(), lr=w["lr"], weight_decay=0.0)
     n = w["prompts"] * w["group"]
-    backend = HFBackend(policy, GenerationConfig(batch_size=n, max_prompt_tokens=4096, top_p=1.0, top_k=0))
+    backend = HFBackend(policy, GenerationConfig(batch_size=n, max_prompt_tokens=4096, top_p=1.0, top_k=0,
+                                                 **w.get("seed_generation", {})))
     prompts, reward = workload_prompts(w)
     rss = {"load": _max_rss_mb()}
     setup_s = time.perf_counter() - t0
@@ -261,6 +302,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seed-grad-ckpt", action="store_true", help="gradient checkpointing on the seed side")
     parser.add_argument("--seed-rl", default="{}", help="JSON overrides of seed's RLConfig (micro-batching)")
+    parser.add_argument("--seed-generation", default="{}",
+                        help="JSON overrides of seed's GenerationConfig (share_prefix)")
+    parser.add_argument("--prompt-tokens", type=int, default=0,
+                        help="lengthen each prompt with its episode's history to at least this many tokens (0: "
+                             "first-step prompts, ~455 tokens)")
     parser.add_argument("--trl-args", default="{}", help="JSON overrides of TRL's GRPOConfig")
     parser.add_argument("--only", choices=sorted(WORKERS), default=None, help="run one side only")
     parser.add_argument("--trl-python", default=sys.executable)
@@ -291,6 +337,7 @@ def main() -> None:
     w = {"model": str(Path(args.model).resolve()), "prompts": args.prompts, "group": args.group,
          "max_new_tokens": args.max_new_tokens, "beta": args.beta, "lr": args.lr, "threads": args.threads,
          "seed": args.seed, "seed_grad_ckpt": args.seed_grad_ckpt, "seed_rl": json.loads(args.seed_rl),
+         "seed_generation": json.loads(args.seed_generation), "prompt_tokens": args.prompt_tokens,
          "trl_args": json.loads(args.trl_args), "scratch": str(tmp)}
     from seed_core.config import RLConfig  # seed's micro-batching as run: the overrides, else the schema defaults
 

@@ -241,6 +241,8 @@ class GenerationConfig(Section):
     """Prompts longer than this are cut from the left (OPID ``truncation=left``)."""
     batch_size: int = Field(16, ge=1, le=65_536)
     """Prompts per generate call."""
+    share_prefix: bool = False
+    """``hf``: each distinct prompt prefilled once (``HFBackend._prefilled``); off in the committed default."""
     eval_temperature: float = Field(0.4, ge=0.0)
     """Sampling temperature at evaluation (verl-agent validation 0.4)."""
     vllm: VLLMConfig = VLLMConfig()
@@ -352,11 +354,12 @@ class RLConfig(Section):
     micro_batch_size: int = Field(8, ge=1, le=65_536)
     """Step samples per forward/backward pass."""
     micro_batch_tokens: int = Field(512, ge=0, le=16_777_216)
-    """Token budget (prompt + response) per forward/backward pass, on top of ``micro_batch_size``; 0 = no
-    budget (a longer sample still gets a pass of its own). Activation memory grows with it (SmolLM2-135M fp32:
-    ~1 MB per token without gradient checkpointing): the 16 x ~500-token GRPO iteration of
-    benchmarks/peer_trl.py peaks at 4.35 GB with 1024 and 3.38 GB with 512, in the same time (62.7 vs
-    62.9 s). The update's result does not depend on it beyond float summation order."""
+    """Token budget (prompt + response) per forward/backward pass, on top of ``micro_batch_size``; 0 = no budget (a
+    longer sample still gets a pass of its own). Activation memory grows with it (SmolLM2-135M fp32: ~1 MB per token;
+    the 16 x ~500-token iteration of benchmarks/peer_trl.py peaks at 4.35 GB with 1024, 3.38 GB with 512, in the same
+    time). The update's result does not depend on it beyond float summation order."""
+    share_prefix: bool = False
+    """Each distinct prompt scored once per pass (``logprobs.shared_response_logprobs``); off in the committed default."""
     ppo_epochs: int = Field(1, ge=1, le=100)
     analyzer_temperature: float = Field(0.0, ge=0.0)
     """0 = greedy self-analysis."""

@@ -34,7 +34,7 @@ _TRAIN_MODEL = (*_RUN_MODEL, "model.gradient_checkpointing", "model.mixed_precis
 _ENV = ("env.name", "env.max_steps", "env.history_length", "env.invalid_action_penalty", "env.sokoban",
         "env.ezpoints", "env.alfworld", "env.search_qa", "env.webshop")
 _GENERATE = ("generation.backend", "generation.top_p", "generation.top_k", "generation.max_new_tokens",
-             "generation.max_prompt_tokens", "generation.batch_size", "generation.vllm")
+             "generation.max_prompt_tokens", "generation.batch_size", "generation.share_prefix", "generation.vllm")
 _ANALYZER = ("annotate.client", "annotate.model", "annotate.temperature", "annotate.max_tokens",
              "annotate.parse_attempts", "annotate.timeout_s", "annotate.max_retries", "annotate.prompt_version")
 """What the Stage-1 analyzer's answers depend on (``openai``: model and sampling; the oracle: nothing more)."""
@@ -55,7 +55,7 @@ STAGE_PARAMS: dict[str, tuple[str, ...]] = {
            "rl.clip_ratio_low", "rl.clip_ratio_high", "rl.clip_ratio_c", "rl.kl_coef", "rl.entropy_coef",
            "rl.opd_coef", "rl.gate_beta", "rl.opid_coef", "rl.pg_coef", "rl.rlsd_lambda0", "rl.rlsd_decay_steps",
            "rl.rlsd_clip", "rl.static_skills_dir", "rl.max_step_skills", "rl.lr", "rl.weight_decay", "rl.grad_clip",
-           "rl.mini_batch_size", "rl.micro_batch_size", "rl.micro_batch_tokens", "rl.ppo_epochs",
+           "rl.mini_batch_size", "rl.micro_batch_size", "rl.micro_batch_tokens", "rl.share_prefix", "rl.ppo_epochs",
            "rl.analyzer_temperature", "rl.analyzer_max_new_tokens", "rl.analyzer_checkpoint", "rl.analyzer_ema_rate",
            "rl.audit_panel_tasks", "rl.audit_tolerance", "rl.anchor_coef", "rl.anchor_kl_coef"),
     "evaluate": ("project.seed", "model.path", *_RUN_MODEL, *_ENV, *_GENERATE, "generation.eval_temperature",

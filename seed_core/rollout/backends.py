@@ -105,6 +105,28 @@ class HFBackend:
         return {"do_sample": True, "temperature": temperature, "top_p": self.gen_cfg.top_p,
                 "top_k": self.gen_cfg.top_k}
 
+    def _prefilled(self, batch: list[list[int]], cache: Any) -> Any:
+        """``generation.share_prefix``: the KV cache of every prompt of ``batch`` but its last token, each distinct
+        prompt computed once (one forward over the U distinct prompts, left-padded to the batch's width W, whose
+        longest prompt is among them) and its rows then indexed to the batch's B rows; ``generate`` sees W - 1
+        cached positions and runs only the last column and the new tokens. Positions follow ``generate``'s
+        (cumulative attention mask - 1), so each row reads the keys of an unshared prefill, computed in another
+        GEMM shape (the last bits move). ``cache`` (None: transformers' own) is returned filled; when no prompt
+        repeats, as it came."""
+        from transformers import DynamicCache  # loaded with the policy already
+
+        firsts, inverse = unique_rows([tuple(r) for r in batch])
+        width = max(len(r) for r in batch)
+        if len(firsts) == len(batch) or width < 2:
+            return cache
+        ids, mask = left_pad([batch[i] for i in firsts], self.policy.tokenizer.pad_token_id, self.policy.device)
+        cache = cache if cache is not None else DynamicCache(config=self.policy.model.config)
+        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        self.policy.model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1],
+                          cache=cache, use_cache=True, logits_to_keep=1)
+        cache.batch_select_indices(torch.tensor(inverse, device=ids.device))
+        return cache
+
     def _generate_batch(self, batch: list[list[int]], temperature: float, max_new_tokens: int) -> list[Completion]:
         from seed_core.rollout.kv_cache import buffered_cache  # transformers: loaded with the policy already
 
@@ -114,6 +136,8 @@ class HFBackend:
         # the KV cache in one buffer per layer, no copy per step; the same bits (seed_core.rollout.kv_cache)
         cache = buffered_cache(model.config, input_ids.shape[1] + max_new_tokens) if self.use_buffered_cache \
             else None
+        if self.gen_cfg.share_prefix:
+            cache = self._prefilled(batch, cache)
         gen = model.generate(
             input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=max_new_tokens,
             pad_token_id=tok.pad_token_id, eos_token_id=stop_ids, repetition_penalty=1.0,

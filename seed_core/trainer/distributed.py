@@ -55,24 +55,44 @@ def rank_slice(indices: Sequence[int], rank: int, world: int) -> Rows:
     return Rows(part + [indices[0]] * pad, [True] * len(part) + [False] * pad)
 
 
-def split_micro(rows: Rows, lengths: Sequence[int], max_samples: int, max_tokens: int = 0) -> list[Rows]:
+def split_micro(rows: Rows, lengths: Sequence[int], max_samples: int, max_tokens: int = 0,
+                prompts: Sequence[Sequence[int]] | None = None) -> list[Rows]:
     """Consecutive micro-batches of at most ``max_samples`` rows and, when ``max_tokens > 0``, at most
-    ``max_tokens`` prompt + response tokens (a single longer row still gets a micro-batch of its own)."""
+    ``max_tokens`` prompt + response tokens (a single longer row still gets a micro-batch of its own).
+    ``prompts`` (a shared-prefix update, ``rl.share_prefix``): a row whose prompt is already in the micro-batch adds
+    only its response, ``lengths[i] - len(prompts[i])``, since the prompt is computed once."""
     out: list[Rows] = []
     cur_i: list[int] = []
     cur_k: list[bool] = []
     cur_tokens = 0
+    seen: set[tuple[int, ...]] = set()
     for i, k in zip(rows.index, rows.keep):
-        over = max_tokens > 0 and cur_i and cur_tokens + lengths[i] > max_tokens
+        key = tuple(prompts[i]) if prompts is not None else ()
+        cost = lengths[i] - (len(key) if key in seen else 0)
+        over = max_tokens > 0 and cur_i and cur_tokens + cost > max_tokens
         if cur_i and (len(cur_i) >= max_samples or over):
             out.append(Rows(cur_i, cur_k))
-            cur_i, cur_k, cur_tokens = [], [], 0
+            cur_i, cur_k, cur_tokens, seen = [], [], 0, set()
+            cost = lengths[i]
         cur_i.append(i)
         cur_k.append(k)
-        cur_tokens += lengths[i]
+        cur_tokens += cost
+        seen.add(key)
     if cur_i:
         out.append(Rows(cur_i, cur_k))
     return out
+
+
+def group_by_prompt(rows: Rows, prompts: Sequence[Sequence[int]]) -> Rows:
+    """``rows`` reordered so that rows with the same prompt are adjacent, groups in order of first appearance (a
+    shared-prefix update then finds a group's rows in one micro-batch); the mini-batch's loss does not depend on
+    the order of its rows beyond float summation."""
+    pairs = list(zip(rows.index, rows.keep))
+    first: dict[tuple[int, ...], int] = {}
+    for n, (i, _) in enumerate(pairs):
+        first.setdefault(tuple(prompts[i]), n)
+    order = sorted(range(len(pairs)), key=lambda n: (first[tuple(prompts[pairs[n][0]])], n))
+    return Rows([pairs[n][0] for n in order], [pairs[n][1] for n in order])
 
 
 def pad_micro(micros: list[Rows], count: int, filler: int) -> list[Rows]:

@@ -189,6 +189,27 @@ class SelectiveHead(torch.nn.Module):
         return torch.stack([full_logp, full_ent], dim=-1)
 
 
+class PrefixedHead(torch.nn.Module):
+    """The head of a shared-prefix continuation pass (``shared_response_logprobs``): ``head(cat(prefix, hidden))``.
+    ``prefix`` (B, 1, H) is each row's last prompt state, which predicts response token 0; the pass's own hidden
+    states (B, T, H) predict tokens 1.. (the last one predicts past the response and is dropped by ``head``'s
+    caller), so ``head`` sees the (B, T + 1, H) of an unshared forward with ``logits_to_keep = T + 1``."""
+
+    def __init__(self, head: torch.nn.Module, prefix: torch.Tensor) -> None:
+        super().__init__()
+        self.head, self.prefix = head, prefix
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.cat([self.prefix.to(hidden.dtype), hidden], dim=1))
+
+
+class _HiddenStates(torch.nn.Module):
+    """The head of a prefix pass: the final hidden states, unprojected (``PrefixedHead`` projects them later)."""
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return hidden
+
+
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
     """The HF model inside DDP / FSDP1 wrappers (``.module``); PEFT models forward attribute lookups."""
     while isinstance(getattr(model, "module", None), torch.nn.Module):
@@ -224,6 +245,39 @@ def _full_logits(model: torch.nn.Module, rows: int, response_len: int) -> bool:
     return vocab is not None and rows * response_len * vocab <= FULL_LOGITS_MAX
 
 
+def _forward(model: torch.nn.Module, inputs: dict[str, Any], head: torch.nn.Module | None) -> torch.Tensor:
+    """``model(**inputs).logits`` with ``head`` in place of the output projection for this call (None: its own)."""
+    if head is None:
+        return model(**inputs).logits
+    with _swapped_head(model, head):
+        return model(**inputs).logits
+
+
+def _logprobs_of(model: torch.nn.Module, inputs: dict[str, Any], targets: torch.Tensor, mask: torch.Tensor,
+                 with_entropy: bool, prefix: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The forward of ``inputs`` and the log-probs of ``targets`` (B, T) on ``mask``: full logits, the selective head
+    or the chunked one (``response_logprobs``). ``prefix`` (B, 1, H): hidden states placed before the forward's own
+    by ``PrefixedHead`` (the shared-prefix continuation pass; needs a plain head, ``can_share_prefix``)."""
+    head = _plain_head(model)
+    wrap = (lambda h: PrefixedHead(h, prefix)) if prefix is not None else (lambda h: h)
+    if _full_logits(model, targets.shape[0], targets.shape[1]):
+        logits = _forward(model, inputs, wrap(head) if prefix is not None else None)[:, :-1, :].float()  # (B, T, V)
+        logp_all = F.log_softmax(logits, dim=-1)
+        logprobs = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1) * mask
+        entropy = -(logp_all.exp() * logp_all).sum(-1) * mask if with_entropy else None
+    elif head is not None:
+        both = _forward(model, inputs, wrap(SelectiveHead(head, targets, mask, with_entropy, LOGPROB_CHUNK_TOKENS)))
+        logprobs, entropy = both[..., 0], both[..., 1] if with_entropy else None  # (B, T, 2) -> (B, T) each
+    else:
+        logits = model(**inputs).logits[:, :-1, :]  # (B, T, V): row j predicts response token j
+        sel = mask.bool()
+        lp, ent = _logits_log_softmax(logits[sel], targets[sel], with_entropy=with_entropy,
+                                      chunk=LOGPROB_CHUNK_TOKENS)
+        logprobs = lp.new_zeros(sel.shape).masked_scatter(sel, lp)
+        entropy = ent.new_zeros(sel.shape).masked_scatter(sel, ent) if ent is not None else None
+    return logprobs, entropy
+
+
 def response_logprobs(
     model: torch.nn.Module, batch: SequenceBatch, *, with_entropy: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -236,28 +290,92 @@ def response_logprobs(
     """
     device = next(model.parameters()).device
     T = batch.response_ids.shape[1]
-    targets = batch.response_ids.to(device)
-    mask = batch.response_mask.to(device)
     inputs = dict(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
                   position_ids=batch.position_ids.to(device), logits_to_keep=T + 1, use_cache=False)
-    head = _plain_head(model)
-    if _full_logits(model, targets.shape[0], T):
-        logits = model(**inputs).logits[:, :-1, :].float()  # (B, T, V), small
-        logp_all = F.log_softmax(logits, dim=-1)
-        logprobs = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1) * mask
-        entropy = -(logp_all.exp() * logp_all).sum(-1) * mask if with_entropy else None
-    elif head is not None:
-        with _swapped_head(model, SelectiveHead(head, targets, mask, with_entropy, LOGPROB_CHUNK_TOKENS)):
-            both = model(**inputs).logits  # (B, T, 2)
-        logprobs, entropy = both[..., 0], both[..., 1] if with_entropy else None
+    return _logprobs_of(model, inputs, batch.response_ids.to(device), batch.response_mask.to(device), with_entropy)
+
+
+def can_share_prefix(model: torch.nn.Module) -> bool:
+    """Whether ``shared_response_logprobs`` can run on ``model``: its head is plain (``PLAIN_HEAD_MODEL_TYPES``: the
+    head is swapped in both passes) and no gradient checkpointing applies to this call (a checkpointed layer drops the
+    KV cache the continuation pass reads: transformers ``GradientCheckpointingLayer``)."""
+    inner = _unwrap(model)  # transformers 5: is_activation_checkpointing (is_gradient_checkpointing deprecated)
+    flag = getattr(inner, "is_activation_checkpointing", None)
+    flag = getattr(inner, "is_gradient_checkpointing", False) if flag is None else flag
+    checkpointed = bool(flag) and model.training and torch.is_grad_enabled()
+    return _plain_head(model) is not None and not checkpointed
+
+
+def shared_response_logprobs(
+    model: torch.nn.Module, prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], pad_id: int,
+    *, with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """``response_logprobs`` of rows whose prompts repeat (a GRPO group: one prompt, G responses), each distinct
+    prompt computed once. Returns (B, T) log-probs, entropy or None, and the (B, T) response mask.
+
+    Two forwards: the U distinct prompts, left-padded to P, with the KV cache kept and the head replaced by
+    ``_HiddenStates`` (the last prompt state h_P of each, which predicts response token 0); the cache's rows are then
+    indexed to the B rows (``inverse``) and the B responses, right-padded to T, run as its continuation at positions
+    len(prompt) + j, attending to [the row's prompt mask, its response mask]; ``PrefixedHead`` puts h_P before their
+    states, so the log-probs are those of ``response_logprobs`` on the packed rows up to float order (the attention
+    reads the prompt's keys from the cache: other GEMM shapes).
+
+    Why the gradients are the same as G separate rows: the prompt's activations a(theta) are one function of theta
+    for every row of the group, so d/dtheta sum_g L_g(a(theta), theta) = sum_g [dL_g/da da/dtheta + dL_g/dtheta]:
+    the backward of the cache indexing sums the G rows' gradients into the one prompt, exactly the sum the G copies'
+    prompt passes would have added to theta's gradient. Only on one process (the update: DDP and FSDP expect one
+    forward per backward) and with ``can_share_prefix``."""
+    device = next(model.parameters()).device
+    firsts, inverse = unique_rows([tuple(p) for p in prompt_ids])  # the distinct prompts, each row's one
+    prompts = pack_sequences([prompt_ids[i] for i in firsts], [[] for _ in firsts], pad_id)  # (U, P + 1)
+    P = prompts.prompt_len
+    p_mask = prompts.attention_mask[:, :P].to(device)
+    with _swapped_head(model, _HiddenStates()):
+        out = model(input_ids=prompts.input_ids[:, :P].to(device), attention_mask=p_mask,
+                    position_ids=prompts.position_ids[:, :P].to(device), use_cache=True, logits_to_keep=1)
+    rows = torch.tensor(inverse, device=device)
+    cache = out.cache
+    cache.batch_select_indices(rows)
+    responses = pack_sequences([[] for _ in response_ids], response_ids, pad_id)  # (B, 0 + T): responses only
+    T = responses.response_ids.shape[1]
+    mask = responses.response_mask.to(device)
+    prompt_len = p_mask.sum(dim=1)[rows]  # (B,)
+    inputs = dict(input_ids=responses.response_ids.to(device),
+                  attention_mask=torch.cat([p_mask[rows], responses.attention_mask.to(device)], dim=1),
+                  position_ids=prompt_len[:, None] + torch.arange(T, device=device), cache=cache,
+                  use_cache=True, logits_to_keep=T)
+    logprobs, entropy = _logprobs_of(model, inputs, responses.response_ids.to(device), mask, with_entropy,
+                                     prefix=out.logits[rows])
+    return logprobs, entropy, mask
+
+
+def _chunks(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], micro_batch_size: int,
+            max_tokens: int, share_prefix: bool) -> list[list[int]]:
+    """Row indices of each forward pass of ``score_in_chunks``: at most ``micro_batch_size`` rows and, when
+    ``max_tokens > 0``, at most that many padded tokens (a single longer row gets a pass of its own). Unshared:
+    rows by ascending length, a pass costs rows x its longest row. ``share_prefix``: rows by prompt length, then
+    prompt, then response length (a group's rows side by side), a pass costs distinct prompts x the longest prompt
+    + rows x the longest response (the two forwards of ``shared_response_logprobs``)."""
+    if share_prefix:
+        order = sorted(range(len(prompt_ids)), key=lambda i: (len(prompt_ids[i]), tuple(prompt_ids[i]),
+                                                              len(response_ids[i])))
     else:
-        logits = model(**inputs).logits[:, :-1, :]  # (B, T, V): row j predicts response token j
-        sel = mask.bool()
-        lp, ent = _logits_log_softmax(logits[sel], targets[sel], with_entropy=with_entropy,
-                                      chunk=LOGPROB_CHUNK_TOKENS)
-        logprobs = lp.new_zeros(sel.shape).masked_scatter(sel, lp)
-        entropy = ent.new_zeros(sel.shape).masked_scatter(sel, ent) if ent is not None else None
-    return logprobs, entropy
+        order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]) + len(response_ids[i]))
+
+    def cost(rows: list[int]) -> int:
+        if not share_prefix:
+            return len(rows) * max(len(prompt_ids[i]) + len(response_ids[i]) for i in rows)
+        distinct = len({tuple(prompt_ids[i]) for i in rows})
+        return distinct * max(len(prompt_ids[i]) for i in rows) + len(rows) * max(len(response_ids[i]) for i in rows)
+
+    chunks: list[list[int]] = []
+    for i in order:
+        over = max_tokens > 0 and bool(chunks) and cost(chunks[-1] + [i]) > max_tokens
+        full = chunks and (len(chunks[-1]) >= micro_batch_size or over)
+        if not chunks or full:
+            chunks.append([])
+        chunks[-1].append(i)
+    return chunks
 
 
 @torch.no_grad()
@@ -269,36 +387,40 @@ def score_in_chunks(
     micro_batch_size: int,
     max_tokens: int = 0,
     comm: Collective | None = None,
+    share_prefix: bool = False,
 ) -> list[torch.Tensor]:
-    """Log-probs of each response (a 1-D tensor per sample, its own length), in length-sorted micro-batches
-    of at most ``micro_batch_size`` samples and, when ``max_tokens > 0``, at most ``max_tokens`` tokens
-    counted as rows x the longest row's prompt + response (a single longer row gets a micro-batch of its own).
+    """Log-probs of each response (a 1-D tensor per sample, its own length), in micro-batches of at most
+    ``micro_batch_size`` samples and ``max_tokens`` padded tokens (``_chunks``).
     A micro-batch on the full-logits path (``FULL_LOGITS_MAX``: the testbed) computes its equal (prompt, response)
     rows once, in its padded shape, which gives the numbers of scoring every copy (``seed_core.rollout.batch_plan``;
     bit for bit, measured on the testbed and the tiny test models at 1 and 2 threads). The chunked head of the
     other path is not row-count invariant on 2 threads (measured), so its micro-batches run every row.
 
+    ``share_prefix`` (``rl.share_prefix``): a micro-batch whose rows repeat a prompt computes each prompt once
+    (``shared_response_logprobs``, two forwards) when the model allows it (``can_share_prefix``).
+
     ``comm`` (several ranks, each scoring its own rows): every rank runs as many forward passes as the rank with the
-    most micro-batches, the extra ones on this rank's shortest row with the result dropped. FSDP all-gathers the
-    shards in every forward, so ranks whose token budget cut their rows into different numbers of micro-batches
-    would otherwise enter different collectives (the ALFWorld rehearsal's gloo abort, ``docs/gpu.md``)."""
+    most, the extra ones on this rank's shortest row with the result dropped. FSDP all-gathers the shards in every
+    forward, so ranks whose token budget cut their rows into different numbers of micro-batches would otherwise
+    enter different collectives (the ALFWorld rehearsal's gloo abort, ``docs/gpu.md``)."""
     was_training = model.training
     model.eval()
-    lengths = [len(p) + len(r) for p, r in zip(prompt_ids, response_ids)]
-    order = sorted(range(len(prompt_ids)), key=lambda i: lengths[i])
-    result: list[torch.Tensor | None] = [None] * len(order)
-    chunks: list[list[int]] = []
-    for i in order:  # ascending lengths: the newest row is the longest, so the padded size is rows x its length
-        full = chunks and (len(chunks[-1]) >= micro_batch_size
-                           or (max_tokens > 0 and (len(chunks[-1]) + 1) * lengths[i] > max_tokens))
-        if not chunks or full:
-            chunks.append([])
-        chunks[-1].append(i)
+    chunks = _chunks(prompt_ids, response_ids, micro_batch_size, max_tokens, share_prefix)
+    shared = [share_prefix and can_share_prefix(model) and len({tuple(prompt_ids[i]) for i in idx}) < len(idx)
+              for idx in chunks]
+    forwards = len(chunks) + sum(shared)
     # agreed before any forward pass: a collective between one rank's passes would meet the other's all-gather
-    padding = comm.max_int(len(chunks)) - len(chunks) if comm is not None else 0  # 0 on one process
-    if padding and not order:
+    padding = comm.max_int(forwards) - forwards if comm is not None else 0  # 0 on one process
+    if padding and not chunks:
         raise ValueError("score_in_chunks across ranks needs at least one row on every rank (rank_slice pads)")
-    for idx in chunks:
+    result: list[torch.Tensor | None] = [None] * len(prompt_ids)
+    for idx, share in zip(chunks, shared):
+        if share:
+            logprobs, _, _ = shared_response_logprobs(model, [prompt_ids[i] for i in idx],
+                                                      [response_ids[i] for i in idx], pad_id)
+            for row, i in enumerate(idx):
+                result[i] = logprobs[row, : len(response_ids[i])].cpu()
+            continue
         firsts = inverse = list(range(len(idx)))
         if _full_logits(model, len(idx), max(1, max(len(response_ids[i]) for i in idx))):  # equal rows once
             firsts, inverse = unique_rows([(tuple(prompt_ids[i]), tuple(response_ids[i])) for i in idx],
@@ -308,8 +430,9 @@ def score_in_chunks(
         logprobs, _ = response_logprobs(model, batch)
         for row, i in zip(inverse, idx):
             result[i] = logprobs[row, : len(response_ids[i])].cpu()
+    shortest = chunks[0][0] if chunks else 0
     for _ in range(padding):  # forward passes for the collectives only: the shortest row again, result dropped
-        response_logprobs(model, pack_sequences([prompt_ids[order[0]]], [response_ids[order[0]]], pad_id))
+        response_logprobs(model, pack_sequences([prompt_ids[shortest]], [response_ids[shortest]], pad_id))
     model.train(was_training)
     return [r for r in result if r is not None]
 

@@ -118,3 +118,34 @@ def grad_norm(parameters: Sequence[torch.nn.Parameter]) -> float:
     """sqrt(sum over parameters of ||p.grad||^2); parameters without a gradient count 0."""
     total = sum(float(p.grad.detach().float().pow(2).sum()) for p in parameters if p.grad is not None)
     return total ** 0.5
+
+
+OUTCOMES = ("success", "failure")
+
+
+def gap_sums_by_outcome(teacher: torch.Tensor, student: torch.Tensor, active: torch.Tensor,
+                        success: torch.Tensor) -> dict[str, float]:
+    """Sums of the teacher-student gap l^T - l over active tokens, and their counts, split by the outcome of
+    each row's episode. ``teacher``/``student``/``active``: (B, T); ``success``: (B,) bool. Sums (not means)
+    so that ``teacher_gap_by_outcome`` can pool them exactly over micro-batches and ranks."""
+    out: dict[str, float] = {}
+    for outcome, rows in zip(OUTCOMES, (success, ~success)):
+        m = active * rows.to(active.dtype).unsqueeze(1)
+        out[f"gap_sum/{outcome}"] = float(((teacher - student) * m).sum())
+        out[f"gap_tokens/{outcome}"] = float(m.sum())
+    return out
+
+
+def teacher_gap_by_outcome(metrics: dict[str, float]) -> dict[str, float]:
+    """Pop the pooled ``rl/gap_sum/*`` and ``rl/gap_tokens/*`` and return ``rl/teacher_gap_<outcome>`` (mean
+    l^T - l per token; 0 when no such token) and ``rl/teacher_tokens_<outcome>`` (average per micro-batch,
+    so the ratio of the two pooled means is the exact token-mean)."""
+    out: dict[str, float] = {}
+    for outcome in OUTCOMES:
+        total = metrics.pop(f"rl/gap_sum/{outcome}", None)
+        tokens = metrics.pop(f"rl/gap_tokens/{outcome}", None)
+        if total is None or tokens is None:
+            continue
+        out[f"rl/teacher_gap_{outcome}"] = total / tokens if tokens > 0 else 0.0
+        out[f"rl/teacher_tokens_{outcome}"] = tokens
+    return out

@@ -36,10 +36,11 @@ from seed_core.algorithms import GATED_LOSS, Algorithm, effective_rl
 from seed_core.config import RLConfig
 from seed_core.losses import ADVANTAGES, LossInputs, step_scores
 from seed_core.trainer.compose import compose_loss
-from seed_core.trainer.distributed import Collective, Rows, pad_micro, rank_slice, split_micro
-from seed_core.trainer.logprobs import pack_sequences, pad_rows, response_logprobs, score_in_chunks
-from seed_core.trainer.mechanism import decision_span, grad_norm, pooled_split, span_mask, split_sums, \
-    zero_advantage_groups
+from seed_core.trainer.distributed import Collective, Rows, group_by_prompt, pad_micro, rank_slice, split_micro
+from seed_core.trainer.logprobs import can_share_prefix, pack_sequences, pad_rows, response_logprobs, \
+    score_in_chunks, shared_response_logprobs
+from seed_core.trainer.mechanism import decision_span, gap_sums_by_outcome, grad_norm, pooled_split, span_mask, \
+    split_sums, teacher_gap_by_outcome, zero_advantage_groups
 
 
 @dataclass
@@ -82,6 +83,7 @@ def compute_reference_logprobs(
     needs_old: bool = True,
     comm: Collective | None = None,
     max_tokens: int = 0,
+    share_prefix: bool = False,
 ) -> dict[str, list[torch.Tensor]]:
     """The no-grad passes: old (+ teacher, batched together) with the policy, then ref with the reference.
 
@@ -91,7 +93,7 @@ def compute_reference_logprobs(
     forward passes, as FSDP needs (short shares are padded with real rows, and a rank whose token budget
     ``max_tokens`` cuts its share into fewer micro-batches runs padding passes: results dropped either way).
     Returns one list per pass in sample order; ``teacher[i]`` is zeros for samples without a skill.
-    ``micro_batch_size`` / ``max_tokens``: the size of each forward pass (``score_in_chunks``).
+    ``micro_batch_size`` / ``max_tokens`` / ``share_prefix``: how each forward pass is cut (``score_in_chunks``).
     """
     comm = comm or Collective()
     n = len(samples)
@@ -106,7 +108,7 @@ def compute_reference_logprobs(
     prompts = [samples.prompt_ids[i] for i in own_rows] + [samples.teacher_prompt_ids[i] for i in teacher_rows]
     responses = [samples.response_ids[i] for i in own_rows + teacher_rows]  # exactly the sampled ids
     scored = score_in_chunks(policy_model, prompts, responses, pad_id, micro_batch_size, max_tokens,
-                             comm) if prompts else []
+                             comm, share_prefix) if prompts else []
     values: dict[str, dict[int, torch.Tensor]] = {
         "teacher": {i: scored[len(own_rows) + k] for k, i in enumerate(teacher_rows)}}
     if needs_old:
@@ -114,7 +116,7 @@ def compute_reference_logprobs(
     if ref_model is not None:
         values["ref"] = dict(zip(rows, score_in_chunks(ref_model, [samples.prompt_ids[i] for i in rows],
                                                        [samples.response_ids[i] for i in rows], pad_id,
-                                                       micro_batch_size, max_tokens, comm)))
+                                                       micro_batch_size, max_tokens, comm, share_prefix)))
     real = set(share.real)
     merged: dict[str, dict[int, torch.Tensor]] = {key: {} for key in values}
     for part in comm.gather_lists([{key: {i: v for i, v in d.items() if i in real} for key, d in values.items()}]):
@@ -163,18 +165,27 @@ def micro_batch_loss(
     keep: list[bool] | None = None,
     step: int = 0,
     old_out: dict[int, torch.Tensor] | None = None,
+    share_prefix: bool = False,
 ) -> tuple[MicroLoss, dict[str, float]]:
     """``compose_loss`` on the samples ``idx`` with the current weights (``cfg`` = effective RL config).
 
     Rows with ``keep[i] = False`` are padding: their tokens are masked out of every term. ``old_out``: where
     the kept rows' theta_old log-probs go, by sample index (the weight-sync monitor of the single-step update).
+    ``share_prefix``: rows that repeat a prompt compute it once (``shared_response_logprobs``; the caller checks
+    that the model and the process count allow it).
     """
-    batch = pack_sequences([samples.prompt_ids[i] for i in idx], [samples.response_ids[i] for i in idx], pad_id)
-    T = batch.response_ids.shape[1]
-    logprobs, entropy = response_logprobs(model, batch, with_entropy=cfg.entropy_coef > 0)  # (B, T)
+    prompts, responses = [samples.prompt_ids[i] for i in idx], [samples.response_ids[i] for i in idx]
+    if share_prefix and len({tuple(p) for p in prompts}) < len(prompts):
+        logprobs, entropy, response_mask = shared_response_logprobs(model, prompts, responses, pad_id,
+                                                                    with_entropy=cfg.entropy_coef > 0)  # (B, T)
+    else:
+        batch = pack_sequences(prompts, responses, pad_id)
+        logprobs, entropy = response_logprobs(model, batch, with_entropy=cfg.entropy_coef > 0)  # (B, T)
+        response_mask = batch.response_mask
+    T = response_mask.shape[1]
     dev = logprobs.device
     row_keep = torch.tensor(keep if keep is not None else [True] * len(idx), dtype=torch.float32, device=dev)
-    mask = batch.response_mask.to(dev) * row_keep.unsqueeze(1)
+    mask = response_mask.to(dev) * row_keep.unsqueeze(1)
     # on-policy shortcut: with one optimizer step per iteration theta == theta_old here, so l_old = sg(l_theta)
     old = pad_rows([scored["old"][i] for i in idx], T).to(dev) if "old" in scored else logprobs.detach()
     if old_out is not None:
@@ -200,37 +211,6 @@ def micro_batch_loss(
     return MicroLoss(loss, distill, tokens, teacher_tokens, composed.pg_loss), metrics
 
 
-OUTCOMES = ("success", "failure")
-
-
-def gap_sums_by_outcome(teacher: torch.Tensor, student: torch.Tensor, active: torch.Tensor,
-                        success: torch.Tensor) -> dict[str, float]:
-    """Sums of the teacher-student gap l^T - l over active tokens, and their counts, split by the outcome of
-    each row's episode. ``teacher``/``student``/``active``: (B, T); ``success``: (B,) bool. Sums (not means)
-    so that ``teacher_gap_by_outcome`` can pool them exactly over micro-batches and ranks."""
-    out: dict[str, float] = {}
-    for outcome, rows in zip(OUTCOMES, (success, ~success)):
-        m = active * rows.to(active.dtype).unsqueeze(1)
-        out[f"gap_sum/{outcome}"] = float(((teacher - student) * m).sum())
-        out[f"gap_tokens/{outcome}"] = float(m.sum())
-    return out
-
-
-def teacher_gap_by_outcome(metrics: dict[str, float]) -> dict[str, float]:
-    """Pop the pooled ``rl/gap_sum/*`` and ``rl/gap_tokens/*`` and return ``rl/teacher_gap_<outcome>`` (mean
-    l^T - l per token; 0 when no such token) and ``rl/teacher_tokens_<outcome>`` (average per micro-batch,
-    so the ratio of the two pooled means is the exact token-mean)."""
-    out: dict[str, float] = {}
-    for outcome in OUTCOMES:
-        total = metrics.pop(f"rl/gap_sum/{outcome}", None)
-        tokens = metrics.pop(f"rl/gap_tokens/{outcome}", None)
-        if total is None or tokens is None:
-            continue
-        out[f"rl/teacher_gap_{outcome}"] = total / tokens if tokens > 0 else 0.0
-        out[f"rl/teacher_tokens_{outcome}"] = tokens
-    return out
-
-
 def distill_grad_ratio(model: torch.nn.Module, samples: RLSamples, rows: list[int],
                        scored: dict[str, list[torch.Tensor]], adv: torch.Tensor, *, pad_id: int, cfg: RLConfig,
                        algorithm: Algorithm, step: int = 0, backward: Any = None) -> dict[str, float]:
@@ -249,14 +229,13 @@ def distill_grad_ratio(model: torch.nn.Module, samples: RLSamples, rows: list[in
     if total_teacher == 0:
         return {}
     params = [p for p in model.parameters() if p.requires_grad]
-    lengths = [len(p) + len(r) for p, r in zip(samples.prompt_ids, samples.response_ids)]
-    micros = split_micro(Rows(list(rows), [True] * len(rows)), lengths, cfg.micro_batch_size, cfg.micro_batch_tokens)
+    micros, shared = micro_batches(model, samples, Rows(list(rows), [True] * len(rows)), cfg, Collective())
     norms = {}
     for term in ("pg", "distill"):
         model.zero_grad(set_to_none=True)
         for micro in micros:
             part, _ = micro_batch_loss(model, samples, micro.index, scored, adv, pad_id=pad_id, cfg=cfg,
-                                       algorithm=algorithm, step=step)
+                                       algorithm=algorithm, step=step, share_prefix=shared)
             loss = part.pg_loss * (part.tokens / total) if term == "pg" else \
                 part.distill_loss * (part.teacher_tokens / total_teacher)
             (backward or torch.Tensor.backward)(loss)
@@ -264,6 +243,19 @@ def distill_grad_ratio(model: torch.nn.Module, samples: RLSamples, rows: list[in
     model.zero_grad(set_to_none=True)
     ratio = norms["distill"] / norms["pg"] if norms["pg"] > 0 else math.inf
     return {"rl/grad_norm_pg": norms["pg"], "rl/grad_norm_distill": norms["distill"], "rl/grad_ratio": ratio}
+
+
+def micro_batches(model: torch.nn.Module, samples: RLSamples, rows: Rows, cfg: RLConfig,
+                  comm: Collective) -> tuple[list[Rows], bool]:
+    """This rank's ``rows`` cut into forward/backward passes (``split_micro``), and whether they share prompts: with
+    ``rl.share_prefix`` on one process and a model that allows it (``can_share_prefix``) a group's rows go side by
+    side and its prompt counts once against ``rl.micro_batch_tokens``."""
+    lengths = [len(p) + len(r) for p, r in zip(samples.prompt_ids, samples.response_ids)]
+    shared = cfg.share_prefix and comm.world == 1 and can_share_prefix(model)
+    if shared:
+        rows = group_by_prompt(rows, samples.prompt_ids)
+    return split_micro(rows, lengths, cfg.micro_batch_size, cfg.micro_batch_tokens,
+                       samples.prompt_ids if shared else None), shared
 
 
 def grad_ratio_rows(n: int, size: int, seed: int) -> list[int]:
@@ -323,6 +315,7 @@ def rl_update(
     scored = compute_reference_logprobs(
         model, ref_model if cfg.kl_coef > 0 else None, samples, pad_id, cfg.micro_batch_size,
         algorithm.needs_teacher, needs_old=not single_step, comm=comm, max_tokens=cfg.micro_batch_tokens,
+        share_prefix=cfg.share_prefix,
     )
     timings["time/logprob_passes_s"] = time.perf_counter() - t0
     monitors = _update_monitors(model, samples, scored, adv, cfg=cfg, algorithm=algorithm, pad_id=pad_id,
@@ -373,16 +366,15 @@ def _mini_batch_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, s
     any rank has) backpropagate (n_k / N) L_tok + (n_k^T / N^T) opd_coef L_OPD, times the world size (DDP / FSDP
     average over ranks), so the step minimises the mini-batch token-mean; the gradient is clipped to
     ``rl.grad_clip`` and a non-finite norm skips the step (verl). Losses, norms and metrics go to ``tally``."""
-    lengths = [len(p) + len(r) for p, r in zip(samples.prompt_ids, samples.response_ids)]
     total, total_teacher = _mini_batch_totals(samples, mini)
-    micros = split_micro(rank_slice(mini, comm.rank, comm.world), lengths, cfg.micro_batch_size,
-                         cfg.micro_batch_tokens)
+    micros, shared = micro_batches(model, samples, rank_slice(mini, comm.rank, comm.world), cfg, comm)
     micros = pad_micro(micros, comm.max_int(len(micros)), filler=mini[0])
     optimizer.zero_grad(set_to_none=True)
     share_sum = 0.0
     for rows in micros:
         part, metrics = micro_batch_loss(model, samples, rows.index, scored, adv, pad_id=pad_id, cfg=cfg,
-                                         algorithm=algorithm, keep=rows.keep, step=step, old_out=old_out)
+                                         algorithm=algorithm, keep=rows.keep, step=step, old_out=old_out,
+                                         share_prefix=shared)
         share = part.global_share(total, total_teacher)
         scaled = share * comm.world  # DDP / FSDP average the gradients over ranks
         if accelerator is not None:

@@ -1,10 +1,12 @@
 """One RL update + checkpoint through the trainer's own layout code, with 1 process or under FSDP2 on CPU.
 
-    python tests/distributed/fsdp_update_driver.py MODEL_DIR REF_DIR OUT_DIR MICRO [TOKENS]         # 1 process
+    python tests/distributed/fsdp_update_driver.py MODEL_DIR REF_DIR OUT_DIR MICRO [TOKENS [SHARE]]  # 1 process
     accelerate launch --config_file configs/accelerate/cpu_2proc_fsdp.yaml \
-        tests/distributed/fsdp_update_driver.py MODEL_DIR REF_DIR OUT_DIR MICRO [TOKENS]            # FSDP2, gloo
+        tests/distributed/fsdp_update_driver.py MODEL_DIR REF_DIR OUT_DIR MICRO [TOKENS [SHARE]]     # FSDP2, gloo
 
-TOKENS: ``rl.micro_batch_tokens`` (default 0, no token budget per forward pass).
+TOKENS: ``rl.micro_batch_tokens`` (default 0, no token budget per forward pass). SHARE = 1: ``rl.share_prefix`` on,
+with rows 0-2 (rank 0's share on two ranks) repeating one prompt and rows 3-5 (rank 1's) all distinct, so the ranks'
+scoring passes take different numbers of forwards (a shared pass is two).
 
 The same steps as ``seed_core.stages.rl``: ``make_accelerator``, ``accelerator.prepare`` (policy), ``prepare_reference``
 (KL reference, loaded from REF_DIR, another model, so the KL term is not 0), ``rl_update``, ``save_policy``
@@ -18,6 +20,7 @@ import faulthandler
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -49,6 +52,7 @@ def main() -> None:
     faulthandler.dump_traceback_later(float(os.environ.get("SEED_DRIVER_HANG_S", "240")), exit=True)
     model_dir, ref_dir, out, micro = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
     tokens = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+    share = len(sys.argv) > 6 and sys.argv[6] == "1"
     model_cfg = ModelConfig(path=model_dir, device="cpu")
     accelerator = make_accelerator(model_cfg)
     policy = load_policy(model_cfg)
@@ -56,8 +60,12 @@ def main() -> None:
     model, optimizer = accelerator.prepare(policy.model, optimizer)  # the order of seed_core.stages.rl
     ref = prepare_reference(accelerator, load_policy(model_cfg, ref_dir, trainable=False).model)
     cfg = RLConfig(mini_batch_size=6, micro_batch_size=micro, micro_batch_tokens=tokens, kl_coef=0.01,
-                   entropy_coef=0.001, opd_coef=0.5)
-    metrics = rl_update(model, optimizer, fixed_samples(), cfg=cfg, algorithm=ALGORITHMS.get("seed"),
+                   entropy_coef=0.001, opd_coef=0.5, share_prefix=share)
+    samples = fixed_samples()
+    if share:
+        samples = replace(samples, prompt_ids=[samples.prompt_ids[0]] * 3 + samples.prompt_ids[3:],
+                          teacher_prompt_ids=[samples.teacher_prompt_ids[0]] * 3 + samples.teacher_prompt_ids[3:])
+    metrics = rl_update(model, optimizer, samples, cfg=cfg, algorithm=ALGORITHMS.get("seed"),
                         pad_id=policy.tokenizer.pad_token_id, ref_model=ref, accelerator=accelerator, seed=3)
     # after the update: the reference has run forward passes only, and must still be sharded
     shards = Collective(accelerator).gather_lists([{"policy": local_numel(model), "ref": local_numel(ref)}])

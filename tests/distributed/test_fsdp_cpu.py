@@ -127,3 +127,24 @@ def test_fsdp2_token_budget_gives_ranks_unequal_micro_batches_and_still_matches_
     assert m2["rl/total_loss"] == pytest.approx(m1["rl/total_loss"], abs=1e-5)
     assert m2["rl/kl_loss"] == pytest.approx(m1["rl/kl_loss"], abs=1e-6)
     assert m2["rl/grad_norm"] == pytest.approx(m1["rl/grad_norm"], rel=1e-4)
+
+
+@pytest.mark.timeout(600)
+def test_fsdp2_shared_prefix_scoring_pads_to_the_other_ranks_forward_count_and_matches_one_process(
+        tiny_model_dir: Path, tmp_path: Path):
+    """``rl.share_prefix`` on two FSDP2 ranks: rank 0's rows repeat one prompt (its scoring passes take a prefix and a
+    continuation forward each), rank 1's are distinct (one forward each); the ranks agree on the count first and the
+    update (unshared there: one forward per backward) equals the 1-process update, which shares in the update too."""
+    from seed_core.model_builders import build_tiny_model
+
+    ref_dir = build_tiny_model(tmp_path / "ref", seed=1)
+    args = [str(DRIVER), str(tiny_model_dir), str(ref_dir)]
+    _run([sys.executable, *args, str(tmp_path / "one"), "6", "0", "1"])
+    _run([str(ACCELERATE), "launch", "--config_file", str(FSDP_CONFIG), "--main_process_port", str(_free_port()),
+          *args, str(tmp_path / "two"), "6", "0", "1"])
+    m1 = json.loads((tmp_path / "one" / "result.json").read_text())["metrics"]
+    m2 = json.loads((tmp_path / "two" / "result.json").read_text())["metrics"]
+    # the update's loss and gradient (rl/kl_loss is a mean over micro-batches: one here, one per rank there)
+    assert m1["rl/kl_loss"] > 1e-4
+    assert m2["rl/total_loss"] == pytest.approx(m1["rl/total_loss"], abs=1e-5)
+    assert m2["rl/grad_norm"] == pytest.approx(m1["rl/grad_norm"], rel=1e-4)

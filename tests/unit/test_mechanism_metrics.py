@@ -8,7 +8,7 @@ import torch
 
 from seed_core.analyzer.parse import skill_metrics
 from seed_core.analyzer.sensitivity import mismatched
-from seed_core.trainer.rl_step import gap_sums_by_outcome, teacher_gap_by_outcome
+from seed_core.trainer.mechanism import gap_sums_by_outcome, teacher_gap_by_outcome
 
 
 def test_gap_sums_split_rows_by_outcome_and_respect_the_mask():
