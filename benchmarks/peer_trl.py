@@ -40,8 +40,11 @@ DIFFERENCES = [
     "token-mean clipped surrogate (TRL loss_type dapo), k3 KL weight beta, lr, grad clip 1, one optimizer step",
     "completions differ: each trainer samples with its own RNG stream, so lengths and rewards differ per run",
     "scoring: both skip the old-logprob pass (on-policy, one step) and run one no-grad reference pass",
-    "memory tactics: TRL defaults to gradient checkpointing and its fused chunked LM head; seed runs without "
-    "gradient checkpointing (its default), with its selective LM head and 1024-token micro-batches",
+    "memory tactics: TRL defaults to gradient checkpointing and its fused chunked LM head; seed runs its selective "
+    "LM head, with gradient checkpointing when the workload's seed_grad_ckpt is true and the micro-batching of "
+    "seed_micro_batching",
+    "prompt sharing: TRL runs every row's prompt (transformers generate, and its scoring and update forwards); seed "
+    "computes a group's prompt once where the workload's seed_rl / seed_generation set share_prefix",
     "optimizer: TRL adamw_torch_fused with a constant schedule; seed torch.optim.AdamW; weight decay 0 both",
     "advantage eps: TRL std + 1e-4, seed std + 1e-6; seed's PPO loss also has the dual clip c = 3 (inactive "
     "at ratio 1)",

@@ -70,3 +70,49 @@ def buffered_cache(config: Any, capacity: int) -> DynamicCache | None:
         return None
     cache.layers = [BufferedLayer(capacity) for _ in cache.layers]
     return cache
+
+
+class WriteOnceLayer(DynamicLayer):
+    """The cache of a shared-prefix pass (``trainer.logprobs.shared_response_logprobs``): keeps the first keys and
+    values it is given and returns every input unchanged. Under activation checkpointing the backward replays the
+    layer with the same input; a ``DynamicLayer`` would append the prompt a second time, this one stores nothing."""
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)  # sets empty keys: the prompt's replace them
+            self.keys, self.values = key_states, value_states
+        return key_states, value_states
+
+
+class ReadOnlyLayer(DynamicLayer):
+    """The cache of a shared-prefix continuation pass: the prompt's keys and values (already indexed to the rows),
+    read, never extended: ``update`` returns ``cat(prompt, new)`` and keeps nothing, so a checkpointed replay of the
+    layer sees the same P cached positions as the first run."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        super().__init__()
+        self.lazy_initialization(keys, values)
+        self.keys, self.values = keys, values
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.cat([self.keys, key_states], dim=-2), torch.cat([self.values, value_states], dim=-2)
+
+
+def prefix_cache(config: Any) -> DynamicCache | None:
+    """A ``DynamicCache`` of ``WriteOnceLayer``s for a prefix pass, or None when the model's cache is not all plain
+    ``DynamicLayer``s (sliding windows and other layer types are not shared)."""
+    cache = DynamicCache(config=config)
+    if not cache.layers or any(type(layer) is not DynamicLayer for layer in cache.layers):
+        return None
+    cache.layers = [WriteOnceLayer() for _ in cache.layers]
+    return cache
+
+
+def continuation_cache(config: Any, prefix: DynamicCache, rows: torch.Tensor) -> DynamicCache:
+    """``ReadOnlyLayer``s holding each ``prefix`` layer's keys and values at the batch rows ``rows`` (B,): a new cache,
+    since a checkpointed replay of the prefix pass still writes to (and reads nothing from) ``prefix``'s layers."""
+    cache = DynamicCache(config=config)
+    cache.layers = [ReadOnlyLayer(layer.keys[rows], layer.values[rows]) for layer in prefix.layers]
+    return cache

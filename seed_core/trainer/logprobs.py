@@ -297,13 +297,25 @@ def response_logprobs(
 
 def can_share_prefix(model: torch.nn.Module) -> bool:
     """Whether ``shared_response_logprobs`` can run on ``model``: its head is plain (``PLAIN_HEAD_MODEL_TYPES``: the
-    head is swapped in both passes) and no gradient checkpointing applies to this call (a checkpointed layer drops the
-    KV cache the continuation pass reads: transformers ``GradientCheckpointingLayer``)."""
-    inner = _unwrap(model)  # transformers 5: is_activation_checkpointing (is_gradient_checkpointing deprecated)
-    flag = getattr(inner, "is_activation_checkpointing", None)
-    flag = getattr(inner, "is_gradient_checkpointing", False) if flag is None else flag
-    checkpointed = bool(flag) and model.training and torch.is_grad_enabled()
-    return _plain_head(model) is not None and not checkpointed
+    head is swapped in both passes) and its KV cache all plain layers (``rollout.kv_cache.prefix_cache``)."""
+    from seed_core.rollout.kv_cache import prefix_cache  # transformers (0.8 s to import): loaded with the model
+
+    return _plain_head(model) is not None and prefix_cache(_unwrap(model).config) is not None
+
+
+@contextmanager
+def _cache_kept(model: torch.nn.Module) -> Iterator[None]:
+    """transformers' checkpointed layers drop the cache of a forward unless they declare ``_can_checkpoint_with_cache``
+    (a replay must not write twice); the shared-prefix caches are safe under replay (``WriteOnceLayer``,
+    ``ReadOnlyLayer``), so every such layer declares it for the call."""
+    layers = [m for m in model.modules() if hasattr(m, "_can_checkpoint_with_cache")]
+    for layer in layers:
+        layer._can_checkpoint_with_cache = True
+    try:
+        yield
+    finally:
+        for layer in layers:
+            del layer._can_checkpoint_with_cache  # the class's own value again
 
 
 def shared_response_logprobs(
@@ -313,39 +325,43 @@ def shared_response_logprobs(
     """``response_logprobs`` of rows whose prompts repeat (a GRPO group: one prompt, G responses), each distinct
     prompt computed once. Returns (B, T) log-probs, entropy or None, and the (B, T) response mask.
 
-    Two forwards: the U distinct prompts, left-padded to P, with the KV cache kept and the head replaced by
-    ``_HiddenStates`` (the last prompt state h_P of each, which predicts response token 0); the cache's rows are then
-    indexed to the B rows (``inverse``) and the B responses, right-padded to T, run as its continuation at positions
-    len(prompt) + j, attending to [the row's prompt mask, its response mask]; ``PrefixedHead`` puts h_P before their
-    states, so the log-probs are those of ``response_logprobs`` on the packed rows up to float order (the attention
-    reads the prompt's keys from the cache: other GEMM shapes).
+    Two forwards: the U distinct prompts, left-padded to P, keeping their keys and values (``WriteOnceLayer``) and
+    with the head replaced by ``_HiddenStates`` (the last prompt state h_P of each, which predicts response token 0);
+    the cache's rows are indexed to the B rows (``inverse``) and the B responses, right-padded to T, run as its
+    continuation (``ReadOnlyLayer``) at positions len(prompt) + j, attending to [the row's prompt mask, its response
+    mask]; ``PrefixedHead`` puts h_P before their states, so the log-probs are those of ``response_logprobs`` on the
+    packed rows up to float order (the attention reads the prompt's keys from the cache: other GEMM shapes). Under
+    activation checkpointing the backward replays both passes with the same caches (``_cache_kept``).
 
     Why the gradients are the same as G separate rows: the prompt's activations a(theta) are one function of theta
     for every row of the group, so d/dtheta sum_g L_g(a(theta), theta) = sum_g [dL_g/da da/dtheta + dL_g/dtheta]:
     the backward of the cache indexing sums the G rows' gradients into the one prompt, exactly the sum the G copies'
-    prompt passes would have added to theta's gradient. Only on one process (the update: DDP and FSDP expect one
+    prompt passes would have added to theta's gradient. Only on one process in the update (DDP and FSDP expect one
     forward per backward) and with ``can_share_prefix``."""
+    from seed_core.rollout.kv_cache import continuation_cache, prefix_cache  # transformers: loaded with the model
+
     device = next(model.parameters()).device
+    config = _unwrap(model).config
     firsts, inverse = unique_rows([tuple(p) for p in prompt_ids])  # the distinct prompts, each row's one
     prompts = pack_sequences([prompt_ids[i] for i in firsts], [[] for _ in firsts], pad_id)  # (U, P + 1)
     P = prompts.prompt_len
     p_mask = prompts.attention_mask[:, :P].to(device)
-    with _swapped_head(model, _HiddenStates()):
-        out = model(input_ids=prompts.input_ids[:, :P].to(device), attention_mask=p_mask,
-                    position_ids=prompts.position_ids[:, :P].to(device), use_cache=True, logits_to_keep=1)
+    cache = prefix_cache(config)
+    with _swapped_head(model, _HiddenStates()), _cache_kept(model):
+        last = model(input_ids=prompts.input_ids[:, :P].to(device), attention_mask=p_mask, cache=cache,
+                     position_ids=prompts.position_ids[:, :P].to(device), use_cache=True, logits_to_keep=1).logits
     rows = torch.tensor(inverse, device=device)
-    cache = out.cache
-    cache.batch_select_indices(rows)
     responses = pack_sequences([[] for _ in response_ids], response_ids, pad_id)  # (B, 0 + T): responses only
     T = responses.response_ids.shape[1]
     mask = responses.response_mask.to(device)
     prompt_len = p_mask.sum(dim=1)[rows]  # (B,)
     inputs = dict(input_ids=responses.response_ids.to(device),
                   attention_mask=torch.cat([p_mask[rows], responses.attention_mask.to(device)], dim=1),
-                  position_ids=prompt_len[:, None] + torch.arange(T, device=device), cache=cache,
-                  use_cache=True, logits_to_keep=T)
-    logprobs, entropy = _logprobs_of(model, inputs, responses.response_ids.to(device), mask, with_entropy,
-                                     prefix=out.logits[rows])
+                  position_ids=prompt_len[:, None] + torch.arange(T, device=device),
+                  cache=continuation_cache(config, cache, rows), use_cache=True, logits_to_keep=T)
+    with _cache_kept(model):
+        logprobs, entropy = _logprobs_of(model, inputs, responses.response_ids.to(device), mask, with_entropy,
+                                         prefix=last[rows])
     return logprobs, entropy, mask
 
 

@@ -145,13 +145,25 @@ def test_one_update_with_shared_prompts_matches_the_unshared_update(tiny_policy,
     assert moved > 1e-3 and max(float((a - b).abs().max()) for a, b in zip(w0, w1)) < 1e-5 * moved
 
 
-def test_no_sharing_under_gradient_checkpointing_in_training(tiny_policy):
-    model = tiny_policy.model
-    assert can_share_prefix(model.train())
-    model.gradient_checkpointing_enable()
-    assert not can_share_prefix(model.train())
-    with torch.no_grad():  # no-grad scoring keeps the cache under checkpointing
-        assert can_share_prefix(model)
+def test_under_activation_checkpointing_the_replayed_passes_give_the_same_gradients(tiny_policy, path):
+    """The backward replays each checkpointed layer: the prefix pass's cache must not store the prompt twice and the
+    continuation's must still hold it (``WriteOnceLayer`` / ``ReadOnlyLayer``). transformers drops a cache under
+    checkpointing unless the layer declares it safe, which ``shared_response_logprobs`` does for its call only."""
+    pad = tiny_policy.tokenizer.pad_token_id
+    plain_model = copy.deepcopy(tiny_policy.model).train()
+    shared_model = tiny_policy.model.train()
+    shared_model.gradient_checkpointing_enable()
+    weights = torch.randn(len(PROMPTS), 4, generator=torch.Generator().manual_seed(0))
+    want, _ = response_logprobs(plain_model, pack_sequences(PROMPTS, RESPONSES, pad))
+    (want * weights).sum().backward()
+    got, _, _ = shared_response_logprobs(shared_model, PROMPTS, RESPONSES, pad)
+    (got * weights).sum().backward()
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    worst = max(float((p.grad - q.grad).abs().max()) for p, q in zip(shared_model.parameters(),
+                                                                       plain_model.parameters()))
+    assert worst <= 1e-5 * max(float(q.grad.abs().max()) for q in plain_model.parameters())
+    assert not any("_can_checkpoint_with_cache" in vars(m) for m in shared_model.modules())  # the call's only
+    assert can_share_prefix(shared_model)
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
