@@ -119,10 +119,11 @@ class PassCapture:
 
     def __enter__(self) -> PassCapture:
         def capture(model: Any, ref: Any, samples: Any, pad_id: int, micro_batch_size: int, needs_teacher: bool,
-                    needs_old: bool = True, comm: Any = None, max_tokens: int = 0) -> Any:
-            self.last = {"samples": samples, "pad_id": pad_id, "micro": micro_batch_size, "max_tokens": max_tokens}
+                    needs_old: bool = True, comm: Any = None, max_tokens: int = 0, share_prefix: bool = False) -> Any:
+            self.last = {"samples": samples, "pad_id": pad_id, "micro": micro_batch_size, "max_tokens": max_tokens,
+                         "share_prefix": share_prefix}
             return self.real(model, ref, samples, pad_id, micro_batch_size, needs_teacher, needs_old, comm,
-                             max_tokens)
+                             max_tokens, share_prefix)
 
         self.rl_step.compute_reference_logprobs = capture
         return self
@@ -145,7 +146,8 @@ def time_passes(model: Any, captured: dict[str, Any]) -> dict[str, float]:
     for name, (prompts, responses) in rows.items():
         t0 = time.perf_counter()
         if prompts:
-            score_in_chunks(model, prompts, responses, captured["pad_id"], captured["micro"], captured["max_tokens"])
+            score_in_chunks(model, prompts, responses, captured["pad_id"], captured["micro"], captured["max_tokens"],
+                            share_prefix=captured["share_prefix"])
         out[f"{name}_pass_s"] = time.perf_counter() - t0
         out[f"{name}_rows"] = float(len(prompts))
         out[f"{name}_tokens"] = float(sum(len(p) + len(r) for p, r in zip(prompts, responses)))
