@@ -45,7 +45,8 @@ DIFFERENCES = [
     "seed_micro_batching",
     "prompt sharing: TRL runs every row's prompt (transformers generate, and its scoring and update forwards); seed "
     "computes a group's prompt once where the workload's seed_rl / seed_generation set share_prefix",
-    "optimizer: TRL adamw_torch_fused with a constant schedule; seed torch.optim.AdamW; weight decay 0 both",
+    "optimizer: TRL adamw_torch_fused with a constant schedule; seed the workload's seed_rl optim (rl.optim, "
+    "default adamw_torch) from its rl stage's builder, host memory released before the step; weight decay 0 both",
     "advantage eps: TRL std + 1e-4, seed std + 1e-6; seed's PPO loss also has the dual clip c = 3 (inactive "
     "at ratio 1)",
     "iteration wall: TRL = trainer.train() (includes Trainer's loop setup: dataloader, optimizer, callbacks); "
@@ -124,6 +125,7 @@ def run_seed(w: dict[str, Any]) -> dict[str, Any]:
     from seed_core.config import GenerationConfig, ModelConfig, RLConfig
     from seed_core.models import load_policy
     from seed_core.rollout.backends import HFBackend
+    from seed_core.trainer.optim import build_optimizer
     from seed_core.trainer.rl_step import RLSamples, rl_update
 
     torch.set_num_threads(w["threads"])
@@ -132,8 +134,11 @@ def run_seed(w: dict[str, Any]) -> dict[str, Any]:
     model_cfg = ModelConfig(path=w["model"], device="cpu", gradient_checkpointing=w["seed_grad_ckpt"])
     policy = load_policy(model_cfg)
     ref = load_policy(model_cfg, trainable=False).model if w["beta"] > 0 else None
-    optimizer = torch.optim.AdamW(policy.model.parameters(), lr=w["lr"], weight_decay=0.0)
     n = w["prompts"] * w["group"]
+    cfg = RLConfig(algorithm="grpo", advantage="grpo", policy_loss="ppo_clip", kl_coef=w["beta"],
+                   entropy_coef=0.0, lr=w["lr"], weight_decay=0.0, grad_clip=1.0, mini_batch_size=n,
+                   ppo_epochs=1, **w["seed_rl"])
+    optimizer = build_optimizer(policy.model.parameters(), cfg)  # seed's rl stage's builder (rl.optim)
     backend = HFBackend(policy, GenerationConfig(batch_size=n, max_prompt_tokens=4096, top_p=1.0, top_k=0,
                                                  **w.get("seed_generation", {})))
     prompts, reward = workload_prompts(w)
@@ -153,9 +158,6 @@ def run_seed(w: dict[str, Any]) -> dict[str, Any]:
                         group_ids=[str(i) for i in rows], scores=scores)
     del completions
     reward_s = time.perf_counter() - t1
-    cfg = RLConfig(algorithm="grpo", advantage="grpo", policy_loss="ppo_clip", kl_coef=w["beta"],
-                   entropy_coef=0.0, lr=w["lr"], weight_decay=0.0, grad_clip=1.0, mini_batch_size=n,
-                   ppo_epochs=1, **w["seed_rl"])
     metrics = rl_update(policy.model, optimizer, samples, cfg=cfg, algorithm=ALGORITHMS.get("grpo"),
                         pad_id=policy.tokenizer.pad_token_id, ref_model=ref, seed=w["seed"])
     iteration_s = time.perf_counter() - t_iter
@@ -345,7 +347,7 @@ def main() -> None:
     from seed_core.config import RLConfig  # seed's micro-batching as run: the overrides, else the schema defaults
 
     w["seed_micro_batching"] = {k: w["seed_rl"].get(k, getattr(RLConfig(), k))
-                                for k in ("micro_batch_size", "micro_batch_tokens")}
+                                for k in ("micro_batch_size", "micro_batch_tokens", "optim")}
     impls = [args.only] if args.only else ["seed", "trl"]
     runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in impls}
     schedule = "seed and TRL workers of a repetition run at the same time (same machine load)" \

@@ -29,6 +29,7 @@ PAPER_COMMON: dict[str, Any] = {
     "model.dtype": "float32", "model.device": "auto", "model.mixed_precision": "bf16",
     "model.gradient_checkpointing": True, "project.accelerate_config": "configs/accelerate/8gpu_fsdp.yaml",
     "rl.micro_batch_tokens": 0,  # GPU micro-batches by sample count (rl.micro_batch_size); the budget is for CPUs
+    "rl.optim": "adamw_torch_fused",  # Hugging Face Trainer's and TRL's default: one kernel per step, no temporaries
     "env.ezpoints.prompt": "paper", "sft.batch_size": 4,
     "generation.backend": "vllm", "generation.vllm.dtype": "bfloat16", "generation.vllm.gpu_memory_utilization": 0.4,
     "generation.temperature": 1.0, "generation.eval_temperature": 0.4, "generation.max_new_tokens": 512,

@@ -1,9 +1,9 @@
 """The one typed config: ``SeedConfig`` mirrors ``params.yaml`` section by section (the schema only).
 
 ``params.yaml`` is complete and authoritative; the defaults here exist so tests can build small
-configs. Open sets (environments, backends, clients, losses, algorithms) are plain strings here; the one
-loader (``seed_core.loader``) checks them against their name tables (``seed_core.registries``), so this module
-imports nothing but pydantic, io and ``seed_core.endpoints`` and sits below every module that reads a config.
+configs. Open sets (environments, backends, clients, losses, algorithms) are plain strings here; the loader
+(``seed_core.loader``) checks them against their name tables (``seed_core.registries``), so this module imports
+only pydantic, io and ``seed_core.endpoints`` and sits below every module that reads a config.
 Closed sets are ``Literal``. Environment variables are read only for secrets and endpoints (``endpoint_env``,
 re-exported from ``seed_core.endpoints``), also from ``<project>/.env``.
 """
@@ -44,8 +44,7 @@ class ProjectConfig(Section):
     data_dir: str = "data"
     """Root of all stage outputs, relative to the project root."""
     accelerate_config: str = ""
-    """accelerate config (``configs/accelerate/8gpu_fsdp.yaml``) that the sft and rl stages are launched with
-    (``accelerate launch``); empty = train in the stage's own process on one device."""
+    """accelerate config (``configs/accelerate/8gpu_fsdp.yaml``) the sft and rl stages launch with; empty = one process."""
 
 
 class ModelConfig(Section):
@@ -348,16 +347,17 @@ class RLConfig(Section):
     """Step skills per trajectory asked from the analyzer by algorithms that use them (OPID: 5; Search 2)."""
     lr: float = Field(1e-6, gt=0.0, le=1.0)
     weight_decay: float = Field(0.01, ge=0.0)
+    optim: Literal["adamw_torch", "adamw_torch_fused"] = "adamw_torch"
+    """AdamW's kernel (``trainer.optim.OPTIMIZERS``): fused has no per-parameter temporaries; not bit-identical."""
     grad_clip: float = Field(1.0, gt=0.0)
     mini_batch_size: int = Field(64, ge=1, le=1_048_576)
     """Step samples per optimizer step (paper: 256)."""
     micro_batch_size: int = Field(8, ge=1, le=65_536)
     """Step samples per forward/backward pass."""
     micro_batch_tokens: int = Field(512, ge=0, le=16_777_216)
-    """Token budget (prompt + response) per forward/backward pass, on top of ``micro_batch_size``; 0 = no budget (a
-    longer sample still gets a pass of its own). Activation memory grows with it (SmolLM2-135M fp32: ~1 MB per token;
-    the 16 x ~500-token iteration of benchmarks/peer_trl.py peaks at 4.35 GB with 1024, 3.38 GB with 512, in the same
-    time). The update's result does not depend on it beyond float summation order."""
+    """Token budget (prompt + response) per forward/backward pass, on top of ``micro_batch_size``; 0 = none (a longer
+    sample gets a pass of its own). Activation memory grows with it (SmolLM2-135M fp32: ~1 MB per token); the
+    update's result does not depend on it beyond float summation order."""
     share_prefix: bool = False
     """Each distinct prompt scored once per pass (``logprobs.shared_response_logprobs``); off in the committed default."""
     ppo_epochs: int = Field(1, ge=1, le=100)

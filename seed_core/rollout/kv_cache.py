@@ -86,18 +86,20 @@ class WriteOnceLayer(DynamicLayer):
 
 
 class ReadOnlyLayer(DynamicLayer):
-    """The cache of a shared-prefix continuation pass: the prompt's keys and values (already indexed to the rows),
-    read, never extended: ``update`` returns ``cat(prompt, new)`` and keeps nothing, so a checkpointed replay of the
-    layer sees the same P cached positions as the first run."""
+    """The cache of a shared-prefix continuation pass: the U distinct prompts' keys and values and each of the B rows'
+    prompt (``rows``), read, never extended: ``update`` returns ``cat(prompt[rows], new)`` and keeps nothing, so a
+    checkpointed replay of the layer sees the same P cached positions as the first run. The rows are indexed inside
+    ``update``, so one layer's (B, heads, P, dim) copy lives at a time, not all layers' at once."""
 
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, rows: torch.Tensor) -> None:
         super().__init__()
         self.lazy_initialization(keys, values)
-        self.keys, self.values = keys, values
+        self.keys, self.values, self.rows = keys, values, rows
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
                **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.cat([self.keys, key_states], dim=-2), torch.cat([self.values, value_states], dim=-2)
+        return (torch.cat([self.keys[self.rows], key_states], dim=-2),
+                torch.cat([self.values[self.rows], value_states], dim=-2))
 
 
 def prefix_cache(config: Any) -> DynamicCache | None:
@@ -110,9 +112,10 @@ def prefix_cache(config: Any) -> DynamicCache | None:
     return cache
 
 
-def continuation_cache(config: Any, prefix: DynamicCache, rows: torch.Tensor) -> DynamicCache:
-    """``ReadOnlyLayer``s holding each ``prefix`` layer's keys and values at the batch rows ``rows`` (B,): a new cache,
-    since a checkpointed replay of the prefix pass still writes to (and reads nothing from) ``prefix``'s layers."""
+def continuation_cache(config: Any, keys_values: list[tuple[torch.Tensor, torch.Tensor]],
+                       rows: torch.Tensor) -> DynamicCache:
+    """``ReadOnlyLayer``s over each layer's prompt ``keys_values`` (U rows), read at the batch rows ``rows`` (B,): a new
+    cache, since a checkpointed replay of the prefix pass still writes to (and reads nothing from) the prefix's."""
     cache = DynamicCache(config=config)
-    cache.layers = [ReadOnlyLayer(layer.keys[rows], layer.values[rows]) for layer in prefix.layers]
+    cache.layers = [ReadOnlyLayer(keys, values, rows) for keys, values in keys_values]
     return cache

@@ -257,10 +257,11 @@ def _set_up(cfg: SeedConfig, round_idx: int, algorithm: Any, init_checkpoint: Pa
 
 def _load_training_state(cfg: SeedConfig, round_idx: int, init_checkpoint: Path, start: Path) -> tuple[Any, ...]:
     """(accelerator, policy, optimizer, ref) from checkpoint ``start``: the policy (LoRA: base + saved adapter),
-    AdamW(lr, betas (0.9, 0.999), weight_decay) with its saved state, and the frozen reference when
+    ``rl.optim``'s AdamW(lr, betas (0.9, 0.999), weight_decay) with its saved state, and the frozen reference when
     ``rl.kl_coef`` > 0 (the KL term's pi_ref = --init)."""
     from seed_core.models import load_policy
     from seed_core.trainer.checkpoint import ADAPTER_DIR
+    from seed_core.trainer.optim import build_optimizer
     from seed_core.trainer.scale import apply_lora, check_layout, load_optimizer, make_accelerator, prepare_reference
 
     accelerator = make_accelerator(cfg.model)
@@ -271,8 +272,7 @@ def _load_training_state(cfg: SeedConfig, round_idx: int, init_checkpoint: Path,
     policy = replace(load_policy(cfg.model, init_checkpoint if adapter else start), source=start)
     policy.model = apply_lora(policy.model, cfg.model, adapter)
     ref = load_policy(cfg.model, init_checkpoint, trainable=False).model if cfg.rl.kl_coef > 0 else None
-    optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=cfg.rl.lr,
-                                  betas=(0.9, 0.999), weight_decay=cfg.rl.weight_decay)
+    optimizer = build_optimizer((p for p in policy.model.parameters() if p.requires_grad), cfg.rl)
     policy.model, optimizer = accelerator.prepare(policy.model, optimizer)
     load_optimizer(accelerator, optimizer, start)
     ref = prepare_reference(accelerator, ref) if ref is not None else None

@@ -41,6 +41,7 @@ from seed_core.trainer.logprobs import can_share_prefix, pack_sequences, pad_row
     score_in_chunks, shared_response_logprobs
 from seed_core.trainer.mechanism import decision_span, gap_sums_by_outcome, grad_norm, pooled_split, span_mask, \
     split_sums, teacher_gap_by_outcome, zero_advantage_groups
+from seed_core.trainer.optim import release_host_memory
 
 
 @dataclass
@@ -389,6 +390,7 @@ def _mini_batch_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, s
     clip = accelerator.clip_grad_norm_ if accelerator is not None else torch.nn.utils.clip_grad_norm_
     norm = float(clip(model.parameters(), cfg.grad_clip))
     if math.isfinite(norm):
+        release_host_memory(model)  # the backward's freed blocks, before AdamW's state grows (trainer.optim)
         optimizer.step()
         tally.grad_norms.append(norm)
     else:  # verl: a non-finite gradient skips the step instead of corrupting the weights
