@@ -275,7 +275,9 @@ def _summary(rs: list[dict[str, Any]]) -> dict[str, Any]:
 def _report(workload: dict[str, Any], runs: dict[str, list[dict[str, Any]]], schedule: str) -> dict[str, Any]:
     """The JSON: per-trainer min/median/max and runs; ratios seed / TRL of the medians when both ran."""
     result: dict[str, Any] = {"workload": workload, "differences": DIFFERENCES, "loadavg_at_report": os.getloadavg(),
-                              "repeats": min(len(rs) for rs in runs.values()), "schedule": schedule}
+                              "repeats": min(len(rs) for rs in runs.values()), "schedule": schedule,
+                              "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                                                       capture_output=True).stdout.strip()}
     result.update({impl: _summary(rs) for impl, rs in runs.items()})
     if set(runs) == {"seed", "trl"}:
         for key, name in (("iteration_wall_s", "wall_ratio"), ("peak_rss_mb", "memory_ratio"),
