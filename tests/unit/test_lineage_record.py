@@ -1,0 +1,54 @@
+"""What each stage reads is what it read before the lineage refactor (issue 40), or each difference is listed here
+with its reason: per config (the default, the mechanism preset, two paper presets) and stage (``rl@<algorithm>`` per
+algorithm), the params keys, the files of the code fingerprint and the dvc.yaml deps, against
+``tests/unit/lineage_record.json`` (``python scripts/lineage_snapshot.py --write``, recorded before any file moved).
+"""
+
+from __future__ import annotations
+
+import json
+
+from scripts import lineage_snapshot
+
+MOVED: dict[str, str] = {}
+"""Old path -> new path of each file the refactor moved (a file keeps its place in a fingerprint under its new name)."""
+
+DIFFERENCES: dict[tuple[str, str, str], str] = {}
+"""(stage or ``*``, field, item with + / - for added / removed) -> why it differs from the record."""
+
+
+def _expected(record: dict, stage: str, field: str) -> list[str]:
+    return [MOVED.get(item, item) for item in record[stage][field]]
+
+
+def differences(record: dict, now: dict) -> list[str]:
+    """One line per unexplained difference: ``config stage field +item`` / ``-item``."""
+    out = []
+    for config, stages in now.items():
+        assert set(stages) == set(record[config]), f"{config}: stages {set(stages) ^ set(record[config])}"
+        for stage, fields in stages.items():
+            for field, items in fields.items():
+                expected = _expected(record[config], stage, field)
+                changes = [f"+{i}" for i in items if i not in expected] + [f"-{i}" for i in expected if i not in items]
+                if not changes and field == "params" and items != expected:
+                    changes = ["order"]
+                out += [f"{config} {stage} {field} {c}" for c in changes
+                        if (stage, field, c) not in DIFFERENCES and ("*", field, c) not in DIFFERENCES]
+    return out
+
+
+def test_every_stage_reads_what_it_read_before_or_the_difference_is_explained() -> None:
+    record = json.loads(lineage_snapshot.RECORD.read_text())
+    unexplained = differences(record, lineage_snapshot.snapshot())
+    assert not unexplained, "\n".join(unexplained[:40])
+
+
+def test_the_comparison_sees_a_dropped_key_a_new_file_and_a_moved_one() -> None:
+    record = {"c": {"s": {"params": ["a", "b"], "code": ["x.py"], "deps": []}}}
+    assert differences(record, record) == []
+    assert differences(record, {"c": {"s": {"params": ["a"], "code": ["x.py", "y.py"], "deps": []}}}) == [
+        "c s params -b", "c s code +y.py"]
+    assert differences(record, {"c": {"s": {"params": ["b", "a"], "code": ["x.py"], "deps": []}}}) == [
+        "c s params order"]
+    assert differences(record, {"c": {"s": {"params": ["a", "b"], "code": ["z/x.py"], "deps": []}}}) == [
+        "c s code +z/x.py", "c s code -x.py"]
