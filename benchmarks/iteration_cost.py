@@ -167,7 +167,7 @@ def run_rounds(cfg: Any, inits: dict[str, Path], out: Path, rounds: int, passes:
     """``rounds`` rounds of each algorithm, interleaved (module docstring); per round: phases, wall, tokens/s,
     the hashes of ``round_hashes`` and (``passes``, SEED rounds) ``time_passes``."""
     from seed_core.loader import with_overrides
-    from seed_core.resume import rl_fingerprint
+    from seed_core.lineage.resume import rl_fingerprint
     from seed_core.stages.rl import RoundCarry, round_dir, run_rl_round
 
     cfgs = {a: with_overrides(cfg, {"rl.algorithm": a, "rl.rounds": rounds}) for a in ALGORITHMS}
@@ -346,7 +346,7 @@ def main() -> None:
     if not args.no_long:
         out["settings"]["long"] = run_setting("long", args.long_config, args.long_set or ["env.max_steps=10"],
                                               args.long_base, args.long_sft, args.long_rounds, 0, ws, order)
-    from seed_core.numerics import cpu
+    from seed_core.repro.numerics import cpu
 
     from seed_core.tracking import git_commit
 

@@ -38,7 +38,7 @@ def main() -> None:
     wall = time.perf_counter() - start
     summary = json.loads((args.project / "reports" / "sweep" / "learning.json").read_text())
     from seed_core.methods import METHODS
-    from seed_core.numerics import cpu
+    from seed_core.repro.numerics import cpu
 
     machine = {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                "cpu_model": cpu()["cpu_model"], "load_avg_after": os.getloadavg()}

@@ -7,8 +7,8 @@
 
 Inputs are what the project's own commands write: ``seed preflight --json`` (the ``"preflight"`` blocks) and
 ``seed sweep`` (``learning.json``: per method ``{per_seed, mean, ci95, iqm, n}``, per comparison the paired
-difference and P(a > b), both with 95% bootstrap CIs, ``seed_core.stats``). ``--cells`` summarizes the committed cell results instead (``seed_core.sweep_committed``: a study still running,
-``n`` says how many seeds), with ``seed_core.sweep.summarize_sweep``, the same function as the sweep's report;
+difference and P(a > b), both with 95% bootstrap CIs, ``seed_core.stats``). ``--cells`` summarizes the committed cell results instead (``seed_core.sweep.committed``: a study still running,
+``n`` says how many seeds), with ``seed_core.sweep.cell.summarize_sweep``, the same function as the sweep's report;
 cells of the same seeds and Stage 1 with other methods (the controls, a sweep of their own) join their seeds' rows
 (``summarize_cells``).
 Nothing else is recomputed here but the re-keying: ``comparisons`` carries every comparison of the sweep under its own name (``seed-grpo``) and the
@@ -46,7 +46,7 @@ def preflight_block(path: Path) -> dict[str, Any]:
 
 LAB_COMPARISONS = (("seed_static", "seed_no_opd"), ("seed_static", "seed_shuffled"), ("seed_static", "seed_empty"),
                    ("seed_oracle", "seed_static"), ("seed_static", "skill_grpo_star"))
-"""Paired comparisons the lab adds to the sweep's (``seed_core.sweep.COMPARISONS``): SEED-static against the controls
+"""Paired comparisons the lab adds to the sweep's (``seed_core.sweep.cell.COMPARISONS``): SEED-static against the controls
 that share its start (GRPO from SFT; shuffled and empty teacher skills), the oracle analyzer against the frozen one,
 and SEED-static against Skill-GRPO*. Kept here, not in seed_core: an edit there is another cell key."""
 
@@ -125,7 +125,7 @@ def summarize_merged(merged: list[dict[str, Any]], preset: Path,
                      overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """``learning.json`` of ``study_cells``' result, in the setting of ``preset``."""
     from seed_core.loader import load_config
-    from seed_core.sweep import setting_of, summarize_sweep
+    from seed_core.sweep.cell import setting_of, summarize_sweep
 
     learning = summarize_sweep(merged, setting_of(load_config(preset, overrides or {})))
     learning["setting"]["cell_keys"] = {c["seed"]: [c["config_hash"], *c.get("control_keys", [])] for c in merged}

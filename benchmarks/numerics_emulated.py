@@ -3,12 +3,12 @@
     python benchmarks/numerics_emulated.py [--models EPYC-Milan Haswell-v4 Cascadelake-Server-v5]
                                            [--cbwr AVX2 COMPATIBLE] [--out benchmarks/results/numerics_emulated.json]
 
-Each (CPU model, ``MKL_CBWR``) pair runs ``python -m seed_core.golden`` (the tiny pinned testbed and one RL round
+Each (CPU model, ``MKL_CBWR``) pair runs ``python -m seed_core.repro.golden`` (the tiny pinned testbed and one RL round
 behind ``seed doctor``) in a fresh process at one torch thread: ``native`` on this machine's CPU, every other model
 under ``qemu-x86_64 -cpu MODEL`` (QEMU user mode, TCG). TCG executes every instruction in software and answers
 CPUID as the named model does, so each library that dispatches on CPUID (MKL, oneDNN, ATen) takes the code path it
 takes on that model, vendor included (``GenuineIntel`` for the Intel models). The other pins stay as
-``seed_core.numerics`` sets them; ``MKL_CBWR`` is set per run (``AVX2`` is the pinned value).
+``seed_core.repro.numerics`` sets them; ``MKL_CBWR`` is set per run (``AVX2`` is the pinned value).
 
 The control that would expose an emulator artefact: an emulated model of the native CPU's own vendor (``EPYC-Milan``
 on an AMD EPYC) against native. Where the two differ, emulation departs from this silicon (measured: float sqrt,
@@ -84,7 +84,7 @@ def run_one(model: str, cbwr: str) -> dict[str, Any]:
     env.pop("SEED_NUMERICS", None)
     with tempfile.TemporaryDirectory(prefix="seed-numerics-emulated-") as tmp:
         start = time.perf_counter()
-        golden = subprocess.run(command(model, ["-m", "seed_core.golden", "--out", tmp]), cwd=ROOT, env=env,
+        golden = subprocess.run(command(model, ["-m", "seed_core.repro.golden", "--out", tmp]), cwd=ROOT, env=env,
                                 capture_output=True, text=True, check=False)
         seconds = time.perf_counter() - start
     if golden.returncode != 0:

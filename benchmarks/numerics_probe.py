@@ -127,7 +127,7 @@ def run_setting(name: str, steps: int, threads: int = 0) -> dict[str, Any]:
 
 
 def golden_cost(repeats: int, threads: int) -> dict[str, Any]:
-    """``python -m seed_core.golden`` (the testbed's pretraining and one RL round, as ``seed doctor`` builds them)
+    """``python -m seed_core.repro.golden`` (the testbed's pretraining and one RL round, as ``seed doctor`` builds them)
     pinned and native (``SEED_NUMERICS=native``), taking turns: each one's build seconds and hashes."""
     import tempfile
 
@@ -138,7 +138,7 @@ def golden_cost(repeats: int, threads: int) -> dict[str, Any]:
     for _ in range(repeats):
         for name in runs:
             with tempfile.TemporaryDirectory() as tmp:
-                done = subprocess.run([sys.executable, "-m", "seed_core.golden", "--out", tmp], cwd=ROOT,
+                done = subprocess.run([sys.executable, "-m", "seed_core.repro.golden", "--out", tmp], cwd=ROOT,
                                       env=env | ({"SEED_NUMERICS": "native"} if name == "native" else {}),
                                       capture_output=True, text=True, check=True)
             rec = json.loads(done.stdout.strip().splitlines()[-1])

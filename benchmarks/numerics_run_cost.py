@@ -1,5 +1,5 @@
 """What the pinned CPU numerics cost on a whole default run (issue 28): two fresh clones side by side, one pinned
-(``seed_core.numerics.PINNED``), one under ``SEED_NUMERICS=native``, each ``seed init && seed run`` at one torch
+(``seed_core.repro.numerics.PINNED``), one under ``SEED_NUMERICS=native``, each ``seed init && seed run`` at one torch
 thread, so machine load falls on both alike.
 
     python benchmarks/numerics_run_cost.py [--workdir /tmp/numerics-run-cost] [--out benchmarks/results/numerics_run_cost.json]
@@ -36,7 +36,7 @@ def lane_env(clone: Path, extra: dict[str, str]) -> dict[str, str]:
            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120", "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "DO_NOT_TRACK": "true", "MLFLOW_DISABLE_TELEMETRY": "true",
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DVC_NO_ANALYTICS": "1", **extra}
-    from seed_core.numerics import MARKER_VAR, PINNED, SWITCH_VAR
+    from seed_core.repro.numerics import MARKER_VAR, PINNED, SWITCH_VAR
 
     for name in (SWITCH_VAR, MARKER_VAR, *PINNED):  # each lane starts from the pins' own defaults
         if name not in extra:

@@ -59,7 +59,7 @@ def main() -> None:
 
     from seed_core.algorithms import ALGORITHMS
     from seed_core.loader import load_config, with_overrides
-    from seed_core.numerics import cpu
+    from seed_core.repro.numerics import cpu
     from seed_core.tracking import git_commit
 
     if args.threads:

@@ -83,7 +83,7 @@ def run_count(clone: Path, workers: int, seeds: int, env: dict[str, str], logs: 
 
 def main() -> None:
     from flows import servers
-    from seed_core.numerics import cpu
+    from seed_core.repro.numerics import cpu
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--project", type=Path, default=ROOT)

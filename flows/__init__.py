@@ -6,7 +6,7 @@ this package points Prefect at ``seed ui``'s server when it is up, else at the p
 (``.prefect/``, the one ``seed ui`` serves), before Prefect is imported: the stage's flow run stays
 in the history instead of dying with a temporary database.
 
-First of all, the CPU numerics are pinned (``seed_core.numerics.pin``: ATen, MKL and oneDNN at AVX2 unless the
+First of all, the CPU numerics are pinned (``seed_core.repro.numerics.pin``: ATen, MKL and oneDNN at AVX2 unless the
 user set them), before torch loads in this process or in the warm stage server that forks it.
 
 Under ``seed run`` a stage process first checks that ``params.yaml`` and ``dvc.yaml`` are as the run began
@@ -18,7 +18,7 @@ added to ``PREFECT_LOGGING_EXTRA_LOGGERS`` before Prefect is imported, at ``$SEE
 ``<project>/.env`` is read first (``seed_core.config.load_env_file``), so a ``PREFECT_API_URL`` there counts.
 """
 
-from seed_core.numerics import pin as _pin_numerics
+from seed_core.repro.numerics import pin as _pin_numerics
 
 _pin_numerics()  # first: before torch loads here, and before a stage hands its environment to the warm server
 

@@ -37,7 +37,7 @@ from flows.pool import CELL_FLOW, ENTRYPOINT, PULL_STEPS, ROOT_VAR, WORKER_NAME_
 from flows.sweep_pool import POOL_CELLS, sweep_pool_cell_flow
 from seed_core.config import ConfigError, SeedConfig
 from seed_core.loader import load_config, plain_value, registry_fields, validate_config
-from seed_core.sweep_cells import cell_key
+from seed_core.sweep.cells import cell_key
 
 CELL_COMMAND = (sys.executable, "-m", "flows.cell_guard")
 """What a seed worker starts for a checked flow run (instead of ``python -m prefect.engine``)."""

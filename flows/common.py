@@ -27,7 +27,7 @@ from seed_core.config import ConfigError, SeedConfig, project_root
 from seed_core.io import one_line
 from seed_core.loader import load_config, one_line_errors
 from seed_core.methods import METHODS, star
-from seed_core.resume import RESUME_FILE
+from seed_core.lineage.resume import RESUME_FILE
 from seed_core.tracking import RunTracker, Tracker, open_run
 
 RL_ALGORITHMS = ("grpo", "seed_static", "seed", "seed_no_sft", "seed_no_opd", "seed_static_library")
@@ -263,8 +263,8 @@ def finish(tracker: Tracker, out_dir: Path, metrics: dict[str, float]) -> dict[s
 
 
 def resume_key(cfg: SeedConfig, init_checkpoint: Path) -> str:
-    """What finished RL rounds depend on (``seed_core.resume.rl_fingerprint``; the engine checks it too)."""
-    from seed_core.resume import rl_fingerprint
+    """What finished RL rounds depend on (``seed_core.lineage.resume.rl_fingerprint``; the engine checks it too)."""
+    from seed_core.lineage.resume import rl_fingerprint
 
     return rl_fingerprint(cfg, init_checkpoint)
 

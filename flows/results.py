@@ -131,11 +131,11 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def reference_verdict(root: Path, table: str = "reports/table.md") -> str:
     """``seed run``'s last word on its table, two verdicts (lines):
 
-    1. statistical (``seed_core.reference``): per method of ``reports/table.csv``, inside or outside the 95% range
+    1. statistical (``seed_core.repro.reference``): per method of ``reports/table.csv``, inside or outside the 95% range
        of one run under the committed multi-seed reference ``REFERENCE_SWEEP``, and by how much; a method the
        reference lacks is said so. This is the verdict to act on: another CPU is another draw.
     2. bit-identity (``identity_line``): ``table`` equal to its version in git ``HEAD``, with whether that was to
-       be expected (the same CPU model and pinned numerics as the committed run, ``seed_core.numerics``)."""
+       be expected (the same CPU model and pinned numerics as the committed run, ``seed_core.repro.numerics``)."""
     return "\n".join([*statistical_lines(root, Path(table).parent / "table.csv"), *base_model_lines(root),
                       identity_line(root, table)])
 
@@ -177,7 +177,7 @@ def statistical_lines(root: Path, table_csv: Path) -> list[str]:
     ``REFERENCE_SWEEP`` in ``root``; one line when either file is missing."""
     import json
 
-    from seed_core.reference import judge, verdict_lines
+    from seed_core.repro.reference import judge, verdict_lines
 
     ref_path, csv = root / REFERENCE_SWEEP, root / table_csv
     if not ref_path.is_file():
@@ -197,7 +197,7 @@ def identity_line(root: Path, table: str) -> str:
     committed run's numerics (``REFERENCE_NUMERICS`` at ``HEAD``) against what this machine's stages run under."""
     import json
 
-    from seed_core import numerics
+    from seed_core.repro import numerics
 
     if _git(root, "cat-file", "-e", f"HEAD:{table}").returncode != 0:
         return (f"seed: bit-identity: no committed reference {table} to compare with (commit it with dvc.lock to "

@@ -19,8 +19,8 @@ from flows.stage_graph import run_stage
 from seed_core.config import ConfigError, project_root
 from seed_core.io import write_json
 from seed_core.loader import load_config
-from seed_core.sweep_cells import cell_key, code_fingerprint
-from seed_core.sweep_committed import committed_path, read_committed, write_committed
+from seed_core.sweep.cells import cell_key, code_fingerprint
+from seed_core.sweep.committed import committed_path, read_committed, write_committed
 from tasks.sweep import sweep_cell, sweep_report
 
 
@@ -31,7 +31,7 @@ def cell_dir(data: Path, seed: int) -> Path:
 @flow(name="sweep-cell", flow_run_name="sweep-seed-{seed}")
 def sweep_cell_flow(params_path: Path = Path("params.yaml"), seed: int = 0,
                     parent_run_id: str | None = None) -> dict[str, Any]:
-    """One cell; a result committed under this cell's key (``seed_core.sweep_committed``) is reused, not recomputed."""
+    """One cell; a result committed under this cell's key (``seed_core.sweep.committed``) is reused, not recomputed."""
     cfg = load_config(params_path, {"project.seed": seed}, origin="--seed")
     paths = stage_paths(cfg)
     key = cell_key(cfg, next(iter(dvc_lock_md5s([paths.base_model]).values()), ""),  # the base model's DVC md5

@@ -1,11 +1,11 @@
 """``seed sweep --pool``: the sweep's cells as runs of one Prefect deployment on a work pool, then the same
 ``reports/sweep/`` as the DVC sweep.
 
-``sweep_pool_flow`` (the parent, in the ``seed sweep`` process) keys every cell (``seed_core.sweep_cells.cell_key``),
+``sweep_pool_flow`` (the parent, in the ``seed sweep`` process) keys every cell (``seed_core.sweep.cells.cell_key``),
 skips the finished ones, fans the others out (``flows.pool.fan_out``: ``run_deployment``, retries of failed or
 lost cells on any worker), brings cells computed on other machines back through the DVC remote
 (``flows.cell_data``) and writes the report. ``sweep_pool_cell_flow`` (a flow run on a ``seed worker``) runs one
-cell (``seed_core.sweep_cells.run_cell_once``: at most once per key, published atomically) and logs it as a child
+cell (``seed_core.sweep.cells.run_cell_once``: at most once per key, published atomically) and logs it as a child
 of the sweep's MLflow run, on the tracking server the parent passes down.
 
 Where a cell's files go: a worker on the sweep's machine writes the sweep's own cells directory
@@ -30,7 +30,7 @@ from flows.common import stage_paths, stage_run
 from flows.pool import WORKER_NAME_VAR, WORKER_PID_VAR, Cell, ensure_deployment, fan_out
 from seed_core.config import project_root
 from seed_core.loader import load_config, validate_config, with_overrides
-from seed_core.sweep_cells import cell_dir, cell_key, finished_cell, run_cell_once
+from seed_core.sweep.cells import cell_dir, cell_key, finished_cell, run_cell_once
 
 POOL_CELLS = "sweep_pool"
 """``<project.data_dir>/sweep_pool/``: the pool's cells (``seed_<s>``, their locks and ``cells.log``); DVC's sweep

@@ -1,7 +1,7 @@
 """Which code each dvc.yaml stage can import: a static ``ast`` scan of ``import`` statements (module level
 and inside functions; ``if TYPE_CHECKING:`` bodies do not run and do not count), transitively from the
 stage's ``python -m flows.<stage>`` entry point over our packages (``PACKAGES``) and through the entries of the
-name tables (``seed_core.registries``) that its config can select (``seed_core.stage_code``: the configured
+name tables (``seed_core.registries``) that its config can select (``seed_core.lineage.stage_code``: the configured
 environment and backend, its algorithm's losses and analyzer); and which params it reads.
 
     python scripts/dvc_deps.py                      # print, per stage, the files it can import
@@ -11,7 +11,7 @@ environment and backend, its algorithm's losses and analyzer); and which params 
 A stage's code dependency is its fingerprint ``data/code/<stage>.sha256`` (``sha256sum`` format: one
 ``<sha256>  <path>`` line per file it can import; the rl stage's is per algorithm,
 ``data/code/rl/<algorithm>.sha256``, as its losses and analyzer are), and its params dependency
-``data/params/<stage>.yaml`` (the values of the params.yaml keys it reads, ``seed_core.stage_params.STAGE_PARAMS``),
+``data/params/<stage>.yaml`` (the values of the params.yaml keys it reads, ``seed_core.lineage.stage_params.STAGE_PARAMS``),
 both written by dvc.yaml's ``code`` stage, which depends on the package folders and on every key some stage reads.
 Editing a file or a value reruns ``code`` (a second), and the stages whose fingerprint or params file changed.
 
@@ -39,26 +39,26 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from seed_core import code_closure  # noqa: E402  (the scan itself: one owner, shared with the RL resume key)
-from seed_core.code_closure import DATA_FILES, PACKAGES  # noqa: E402,F401  (re-exported for the tests)
+from seed_core.lineage import code_closure  # noqa: E402  (the scan itself: one owner, shared with the RL resume key)
+from seed_core.lineage.code_closure import DATA_FILES, PACKAGES  # noqa: E402,F401  (re-exported for the tests)
 
 if TYPE_CHECKING:
     from seed_core.config import SeedConfig
 
 
 def module_file(name: str) -> Path | None:
-    """``seed_core.envs.alfworld`` -> its .py file in this tree (``seed_core.code_closure.module_file``)."""
+    """``seed_core.envs.alfworld`` -> its .py file in this tree (``seed_core.lineage.code_closure.module_file``)."""
     return code_closure.module_file(name, ROOT)
 
 
 def direct_imports(path: Path) -> frozenset[Path]:
-    """Our module files that ``path`` imports (``seed_core.code_closure.direct_imports``), in this tree."""
+    """Our module files that ``path`` imports (``seed_core.lineage.code_closure.direct_imports``), in this tree."""
     return code_closure.direct_imports(path, ROOT)
 
 
 def reachable(entry: str, select: code_closure.Select | None = None) -> set[Path]:
     """Every file of this tree that ``entry`` can import, through the table entries ``select`` allows
-    (``seed_core.code_closure.reachable``)."""
+    (``seed_core.lineage.code_closure.reachable``)."""
     return code_closure.reachable(entry, ROOT, select)
 
 
@@ -98,14 +98,14 @@ def params_path(stage: str) -> str:
 
 
 def fingerprint(entry: str, select: code_closure.Select | None = None) -> str:
-    """``sha256sum`` lines of every file ``entry`` can import (``seed_core.code_closure.fingerprint``)."""
+    """``sha256sum`` lines of every file ``entry`` can import (``seed_core.lineage.code_closure.fingerprint``)."""
     return code_closure.fingerprint(entry, ROOT, select)
 
 
 def stage_select(stage: str, cfg: "SeedConfig", algorithm: str | None = None) -> dict[str, frozenset[str]]:
     """The table entries ``stage`` (``rl``: ``rl@<algorithm>``) can select under ``cfg``
-    (``seed_core.stage_code.selection``)."""
-    from seed_core.stage_code import for_algorithm, selection
+    (``seed_core.lineage.stage_code.selection``)."""
+    from seed_core.lineage.stage_code import for_algorithm, selection
 
     return selection(stage, for_algorithm(cfg, algorithm) if algorithm else cfg)
 
@@ -116,7 +116,7 @@ def stage_fingerprint(stage: str, cfg: "SeedConfig", algorithm: str | None = Non
 
 
 def stage_params(stage: str) -> list[str]:
-    """The params.yaml keys ``stage`` reads (``seed_core.stage_params``)."""
+    """The params.yaml keys ``stage`` reads (``seed_core.lineage.stage_params``)."""
     return list(_stage_params()[stage])
 
 
@@ -134,9 +134,9 @@ def _stage_params_module():
 
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    import seed_core.stage_params
+    import seed_core.lineage.stage_params
 
-    return seed_core.stage_params
+    return seed_core.lineage.stage_params
 
 
 def params_text(stage: str, params: dict, keys: tuple[str, ...] | None = None) -> str:
@@ -149,7 +149,7 @@ def params_text(stage: str, params: dict, keys: tuple[str, ...] | None = None) -
             values |= project(params, (key,))
         except (KeyError, TypeError):
             raise SystemExit(f"dvc_deps: params.yaml has no key {key!r}, which stage {stage!r} reads "
-                             f"(seed_core/stage_params.py); add it to params.yaml") from None
+                             f"(seed_core/lineage/stage_params.py); add it to params.yaml") from None
     return yaml.safe_dump(values, sort_keys=False, default_flow_style=False)
 
 

@@ -83,7 +83,7 @@ def table2(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def verdict_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each reference row against the committed sweep (``learning.json``) by ``seed run``'s own rule."""
     sys.path.insert(0, str(ROOT))
-    from seed_core.reference import judge  # the rule seed run applies; scipy only, no torch
+    from seed_core.repro.reference import judge  # the rule seed run applies; scipy only, no torch
 
     out = []
     for v in judge(rows, _json("learning.json")):

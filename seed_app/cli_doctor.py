@@ -16,10 +16,10 @@ from seed_core.config import project_root
 
 
 def run_golden() -> dict[str, Any]:
-    """``python -m seed_core.golden`` in a fresh interpreter (numerics pinned before torch loads) in a temporary
+    """``python -m seed_core.repro.golden`` in a fresh interpreter (numerics pinned before torch loads) in a temporary
     directory; its record. A failed build raises with the end of its output."""
     with tempfile.TemporaryDirectory(prefix="seed-doctor-") as tmp:
-        done = subprocess.run([sys.executable, "-m", "seed_core.golden", "--out", tmp], cwd=project_root(),
+        done = subprocess.run([sys.executable, "-m", "seed_core.repro.golden", "--out", tmp], cwd=project_root(),
                               capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the golden build failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
@@ -57,7 +57,7 @@ def same_cpu(record: dict[str, Any], reference: dict[str, Any]) -> bool:
 def doctor_main(results: Path, record: bool, golden: Callable[[], dict[str, Any]] | None = None) -> int:
     """Check the arguments, build and hash (``golden``, default ``run_golden``), print the verdict, append with
     ``record``; the exit code."""
-    from seed_core.golden import DIFFERS, NO_RECORD, append, verdict
+    from seed_core.repro.golden import DIFFERS, NO_RECORD, append, verdict
 
     records = read_records(results, record)
     typer.echo("seed doctor: building the golden testbed and one RL round under the pinned numerics (~1 min)")
@@ -78,7 +78,7 @@ def doctor_main(results: Path, record: bool, golden: Callable[[], dict[str, Any]
 
 
 BAD_INPUT, BUILD_FAILED = 2, 4
-"""``seed doctor``'s exit codes besides the verdict's (``seed_core.golden``: 0 MATCH, 1 DIFFERS, 3 NO RECORD)."""
+"""``seed doctor``'s exit codes besides the verdict's (``seed_core.repro.golden``: 0 MATCH, 1 DIFFERS, 3 NO RECORD)."""
 
 
 @command(short_help="Check whether this CPU reproduces the committed numerics: exit 0 match, 1 differs, 2 bad input, "
@@ -91,8 +91,8 @@ def doctor(record: Annotated[bool, typer.Option("--record", help="Append this ma
     """Check whether this CPU reproduces the committed numerics.
 
     It builds a tiny testbed (a few pretraining steps) and one RL round in a temporary directory under the
-    pinned CPU numerics (seed_core/numerics.py), hashes their weights and compares them with the first committed
-    record of the same key: the numerics code (what the build runs, seed_core/golden.py) and the torch and
+    pinned CPU numerics (seed_core/repro/numerics.py), hashes their weights and compares them with the first committed
+    record of the same key: the numerics code (what the build runs, seed_core/repro/golden.py) and the torch and
     transformers versions. A match means this machine can reproduce the committed tables bit for bit; otherwise
     `seed run`'s statistical verdict is the one to go by. --record appends this machine (CPU model, SIMD flags,
     settings, hashes, match) to the results file.
@@ -101,7 +101,7 @@ def doctor(record: Annotated[bool, typer.Option("--record", help="Append this ma
     3 NO RECORD (no committed record of this code and these libraries: nothing to compare with; `seed doctor
     --record` on the reference machine makes one); 4 the build itself failed.
     """
-    from seed_core.golden import RESULTS
+    from seed_core.repro.golden import RESULTS
 
     path = results or project_root() / RESULTS
     try:

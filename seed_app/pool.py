@@ -99,7 +99,7 @@ def base_model(cfg: SeedConfig) -> tuple[Path, str]:
     from flows.common import dvc_lock_md5s, stage_paths
     from seed_app import workspace
     from seed_core.loader import load_config
-    from seed_core.stage_params import STAGE_PARAMS, project
+    from seed_core.lineage.stage_params import STAGE_PARAMS, project
 
     root = project_root()
     keys = tuple(k for k in STAGE_PARAMS["prepare_model"] if k != "project.seed")

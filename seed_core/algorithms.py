@@ -197,7 +197,7 @@ come after it, as the paper's Table 2 (``ABLATIONS``) follows its main table; th
 
 
 def algorithm_parts(algorithm: Algorithm) -> tuple[str, ...]:
-    """The parts of ``algorithm`` that read keys of their own (``seed_core.stage_params.RL_PART_KEYS``)."""
+    """The parts of ``algorithm`` that read keys of their own (``seed_core.lineage.stage_params.RL_PART_KEYS``)."""
     analyzer = {"policy": ("self_analyzer",), "checkpoint": ("self_analyzer", "frozen_analyzer"),
                 "annotate": ("stage1_analyzer",), "oracle": ("oracle_analyzer",)}.get(algorithm.analyzer or "", ())
     analyzer += {"ema": ("ema_analyzer",), "gated": ("gated_analyzer",), "anchored": ("anchor",)}.get(
@@ -213,7 +213,7 @@ def algorithm_keys(name: str) -> tuple[str, ...]:
     """The params.yaml keys ``rl@<name>`` reads: ``RL_COMMON`` plus the keys of each of its parts, less the values
     it fixes itself (``Algorithm.fixed``: GRPO+OPSD's ``rl.gate_beta``), in the rl stage's order. Its params
     dependency ``data/params/rl/<name>.yaml`` and its resume key hold exactly these."""
-    from seed_core.stage_params import RL_COMMON, RL_PART_KEYS, STAGE_PARAMS
+    from seed_core.lineage.stage_params import RL_COMMON, RL_PART_KEYS, STAGE_PARAMS
 
     algorithm = ALGORITHMS.get(name)
     keys = set(RL_COMMON).union(*(RL_PART_KEYS[part] for part in algorithm_parts(algorithm)))

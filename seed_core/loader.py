@@ -23,7 +23,7 @@ from ruamel.yaml.error import YAMLError
 from seed_core.algorithms import ALGORITHMS, effective_rl
 from seed_core.config import ConfigError, SeedConfig
 from seed_core.methods import METHODS
-from seed_core.numerics import RECORD_KEY as NUMERICS_RECORD
+from seed_core.repro.numerics import RECORD_KEY as NUMERICS_RECORD
 from seed_core.registries import ADVANTAGES, BACKENDS, CLIENTS, DISTILL_LOSSES, ENVS, POLICY_LOSSES
 from seed_core.registry import Registry
 

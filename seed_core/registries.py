@@ -1,6 +1,6 @@
 """The name tables of seed's open sets: each name with the ``"module:attr"`` of its implementation, imported
 on first ``get`` (``seed_core.registry.Registry``). So the config loader checks every name of a config without
-importing an environment, a loss or torch, and ``seed_core.code_closure`` reads these tables (statically, as it
+importing an environment, a loss or torch, and ``seed_core.lineage.code_closure`` reads these tables (statically, as it
 reads imports) to give each stage the implementation files its config can select, and no other.
 
 A new implementation is one line here (tests/unit/test_registry.py imports every entry and checks its name).

@@ -6,7 +6,7 @@ policy losses, distillation losses, algorithms) is chosen by a registry key, nev
 A registry whose implementations live in other modules is a *name table*: ``Registry(kind, {name:
 "module:attr"})`` (``seed_core.registries``). Its names are known without importing anything, so the config
 loader checks a config against it cheaply; ``get`` imports an entry's module on first use. The table is also
-what ``seed_core.code_closure`` reads to tell which implementation files a stage can reach: a ``REG.get(...)``
+what ``seed_core.lineage.code_closure`` reads to tell which implementation files a stage can reach: a ``REG.get(...)``
 call reaches the entries its stage's config can select, not every file of the table.
 """
 

@@ -6,7 +6,7 @@ engine runs without MLflow (tests, ``python -m seed_core.<stage>`` without track
 safe in Prefect's worker threads). Run hierarchy (DESIGN §9): one parent run per pipeline run
 (``pipeline_run``), one child per stage (``stage_run``) and one grandchild per RL round. Params are
 the flattened config with secret values redacted, plus the CPU numerics the process runs under (``numerics.*``,
-``seed_core.numerics``); metrics are keyed ``stage/name`` with a step.
+``seed_core.repro.numerics``); metrics are keyed ``stage/name`` with a step.
 
 The experiment is typed model training (``TRAINING_KIND``). A run names the registered versions of the prompts it
 sends (``use_prompts``); its LLM calls under ``traced_llm_calls`` are traces (``LlmCall``), secrets scrubbed.
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator, Protocol
 
 from seed_core.config import SECRET_VARS, SeedConfig, endpoint_env, flatten, project_root
-from seed_core.numerics import mlflow_params as numerics_params
+from seed_core.repro.numerics import mlflow_params as numerics_params
 
 
 class Tracker(Protocol):

@@ -17,7 +17,7 @@ from seed_core.tracking import Tracker
 def sweep_cell(cfg: SeedConfig, base_model: Path, out_dir: Path, tracker: Tracker) -> dict[str, Any]:
     """collect -> annotate -> SFT -> RL per algorithm -> evaluation per method, for ``cfg.project.seed``."""
     with timing.span("imports"):  # the stage module (torch, transformers) on first use
-        from seed_core.sweep import run_seed_cell
+        from seed_core.sweep.cell import run_seed_cell
 
     with timing.span("engine"):
         return run_seed_cell(cfg, base_model, out_dir, cfg.sweep.methods, tracker=tracker)
@@ -27,8 +27,8 @@ def sweep_cell(cfg: SeedConfig, base_model: Path, out_dir: Path, tracker: Tracke
 def sweep_report(cfg: SeedConfig, cells: list[Path], out_dir: Path) -> dict[str, Any]:
     """``learning.json``, ``table.md`` and ``curve_success.png`` over the finished cells."""
     with timing.span("imports"):  # the stage module (torch, transformers) on first use
-        from seed_core.sweep import setting_of
-        from seed_core.sweep_report import run_sweep_report
+        from seed_core.sweep.cell import setting_of
+        from seed_core.sweep.report import run_sweep_report
 
     with timing.span("engine"):
         return run_sweep_report(cells, out_dir, setting_of(cfg))

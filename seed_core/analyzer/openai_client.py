@@ -3,7 +3,7 @@
 returning (fail fast); endpoint faults are retried with backoff, then recorded in ``RawAnalysis.error``. Under
 ``seed_core.tracking.traced_llm_calls`` each request is an MLflow trace (``LlmCall``): its HTTP attempts (the SDK's
 retries and ours) as child spans with their status, token usage, latency and the error, the key scrubbed out. Its own
-module, so only the stages that can select it (``seed_core.stage_code``) depend on its code.
+module, so only the stages that can select it (``seed_core.lineage.stage_code``) depend on its code.
 """
 
 from __future__ import annotations

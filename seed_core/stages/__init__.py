@@ -2,9 +2,9 @@
 (records written under ``out``); each also runs alone: ``python -m seed_core.stages.<stage> --config X --set K=V``,
 which is how ``launch`` runs sft and rl under ``accelerate launch``.
 
-Importing this package pins the CPU numerics first (``seed_core.numerics.pin``; nothing once torch is loaded), so
+Importing this package pins the CPU numerics first (``seed_core.repro.numerics.pin``; nothing once torch is loaded), so
 an entry point run as ``python -m seed_core.stages.<stage>`` runs under the same numerics as a flow."""
 
-from seed_core.numerics import pin as _pin_numerics
+from seed_core.repro.numerics import pin as _pin_numerics
 
 _pin_numerics()

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from seed_core.analyzer.parse import skill_metrics
 from seed_core.config import ConfigError, SeedConfig
-from seed_core.numerics import write_resolved
+from seed_core.repro.numerics import write_resolved
 from seed_core.io import DataFileError, KnownError, atomic_write_text, read_records, write_json, write_records
 from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.logs import Progress

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from seed_core.config import SeedConfig
-from seed_core.numerics import write_resolved
+from seed_core.repro.numerics import write_resolved
 from seed_core.io import write_json, write_records
 from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.task_sets import require_tasks, task_seed, write_tasks

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from seed_core.config import SeedConfig, project_root
-from seed_core.numerics import write_resolved
+from seed_core.repro.numerics import write_resolved
 from seed_core.io import write_json, write_records
 from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.logs import Progress

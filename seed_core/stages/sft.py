@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from seed_core.config import SeedConfig
-from seed_core.numerics import write_resolved
+from seed_core.repro.numerics import write_resolved
 from seed_core.io import DataFileError, atomic_write_text, read_records, write_json
 from seed_core.loader import config_from_args, stage_parser
 from seed_core.skill_insert import insert_episode_skill

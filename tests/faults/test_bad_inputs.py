@@ -66,7 +66,7 @@ def test_a_truncated_checkpoint_names_the_weights_file(tiny_model_dir: Path, tmp
 def test_a_truncated_resume_checkpoint_stops_the_rl_round(tiny_model_dir: Path, tmp_path: Path) -> None:
     """A finished round whose checkpoint was damaged afterwards: the next round names the file."""
     from seed_core.stages.rl import run_rl_round
-    from seed_core.resume import RESUME_FILE, rl_fingerprint
+    from seed_core.lineage.resume import RESUME_FILE, rl_fingerprint
 
     done = tmp_path / "rl" / "round_000"
     shutil.copytree(tiny_model_dir, done / "checkpoint")

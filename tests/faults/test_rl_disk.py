@@ -83,7 +83,7 @@ def test_the_flow_task_hands_rounds_on_in_memory_and_finalize_frees_the_model(ti
                                                                               tmp_path: Path) -> None:
     """tasks.rl.rl_round (one Prefect task per round; ``.fn`` runs it without orchestration) keeps one carry
     per output directory and fingerprint, so the pipeline writes no per-round checkpoints either."""
-    from seed_core.resume import rl_fingerprint
+    from seed_core.lineage.resume import rl_fingerprint
     from seed_core.tracking import NullTracker
     from tasks import rl as rl_tasks
 

@@ -133,10 +133,10 @@ def test_an_edited_webshop_environment_marks_no_stage_of_another_environment(pro
 @pytest.mark.parametrize(("key", "value"), [("rl.lr", 2e-6), ("generation.eval_temperature", 0.5), ("sft.lr", 3e-5),
                                             ("annotate.concurrency", 3), ("model.path", "other-model")])
 def test_a_params_change_marks_exactly_the_stages_that_read_the_key(project: Path, key: str, value: object) -> None:
-    """Params are listed key by key (seed_core.stage_params): a changed key marks the code stage, and once it has
+    """Params are listed key by key (seed_core.lineage.stage_params): a changed key marks the code stage, and once it has
     rewritten the params files, exactly the stages that read the key; an unrelated key leaves a stage up to date,
     and a key no stage's results depend on (annotate.concurrency) marks nothing, not even the code stage."""
-    from seed_core.stage_params import STAGE_PARAMS, covers
+    from seed_core.lineage.stage_params import STAGE_PARAMS, covers
 
     expected = {name for name, keys in STAGE_PARAMS.items() if covers(keys, key)}
     path = project / "params.yaml"

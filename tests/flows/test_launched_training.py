@@ -83,10 +83,10 @@ def test_rl_launch_runs_every_round_in_one_launch(tiny_model_dir, tmp_path, laun
     # only the last round keeps optimizer state (raising rl.rounds continues from it); the DVC output has none
     assert {p.parent.parent.name for p in (tmp_path / "rl").rglob("optimizer*.pt")} == {"round_001"}
     # the launched processes loaded the flow's config: params file + overrides, the algorithm's fixed values applied
-    from seed_core.numerics import RECORD_KEY
+    from seed_core.repro.numerics import RECORD_KEY
 
     resolved = json.loads((tmp_path / "rl" / "resolved_config.json").read_text())
-    assert RECORD_KEY in resolved  # the numerics the launched processes ran under (seed_core.numerics.record)
+    assert RECORD_KEY in resolved  # the numerics the launched processes ran under (seed_core.repro.numerics.record)
     resolved.pop(RECORD_KEY)
     assert resolved == effective_config(cfg).model_dump(mode="json") and len(launches) == 1
     # the round tasks then read the launched rounds back

@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from seed_core.sweep_cells import read_events
+from seed_core.sweep.cells import read_events
 from tests.flows.test_dvc_repro import PROJECT_FILES, _run, commit_project, copy_project
 
 METHODS = ["vanilla", "grpo"]

@@ -28,7 +28,7 @@ from filelock import FileLock
 
 from flows.pool import deployment_name
 from seed_core.loader import load_config
-from seed_core.sweep_cells import cell_key
+from seed_core.sweep.cells import cell_key
 from tests.flows.test_dvc_repro import PROJECT_FILES, commit_project, copy_project
 
 POOL, STOP_POOL = "guard-pool", "guard-stop"

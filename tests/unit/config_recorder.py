@@ -3,7 +3,7 @@ key of every leaf config field read (``cfg.rl.lr`` -> ``rl.lr``), on any copy of
 from the section's class, and each section class sits at one place in ``SeedConfig``). A section dumped as a
 whole (``cfg.generation.vllm.model_dump_json()``) reads all its keys; dumps of the whole ``SeedConfig``
 (resolved_config.json, the RL fingerprint, MLflow params) are not reads: they are records (see
-``seed_core.stage_params``). ``with loading() as loads: ...`` collects the name-table entries the code looks up."""
+``seed_core.lineage.stage_params``). ``with loading() as loads: ...`` collects the name-table entries the code looks up."""
 
 from __future__ import annotations
 

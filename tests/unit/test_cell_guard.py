@@ -15,7 +15,7 @@ from flows.cell_guard import cell_refusal, free_text_keys
 from flows.sweep_pool import pool_cells
 from seed_core.config import project_root
 from seed_core.loader import load_config, with_overrides
-from seed_core.sweep_cells import cell_key
+from seed_core.sweep.cells import cell_key
 
 ROOT = project_root()
 

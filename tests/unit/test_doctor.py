@@ -16,9 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from seed_app import cli, cli_doctor
-from seed_core import golden, numerics
-from seed_core.code_closure import ROOT
-from seed_core.golden import DIFFERS, MATCH, NO_RECORD, append, verdict, weights_sha256
+from seed_core.repro import golden, numerics
+from seed_core.lineage.code_closure import ROOT
+from seed_core.repro.golden import DIFFERS, MATCH, NO_RECORD, append, verdict, weights_sha256
 
 
 def fake(testbed: str = "aa", rl: str = "bb", key: str = "k1", cpu: str = "CPU A") -> dict[str, Any]:
@@ -113,13 +113,13 @@ def test_the_key_covers_the_builds_numerics_code_only() -> None:
     """The build's closure under its own config: seed's losses and the hf rollout, not another environment, the
     vLLM backend, the CLI or the check itself; ``NOT_NUMERICS`` names only files of that closure."""
     files = {f.relative_to(ROOT).as_posix() for f in golden.numerics_files()}
-    assert {"seed_core/golden_build.py", "seed_core/losses/distill.py", "seed_core/rollout/backends.py",
-            "seed_core/envs/ezpoints.py", "seed_core/testbed.py", "seed_core/numerics.py"} <= files
-    assert not files & {"seed_core/golden.py", "seed_core/envs/alfworld.py", "seed_core/rollout/vllm_backend.py",
+    assert {"seed_core/repro/golden_build.py", "seed_core/losses/distill.py", "seed_core/rollout/backends.py",
+            "seed_core/envs/ezpoints.py", "seed_core/testbed.py", "seed_core/repro/numerics.py"} <= files
+    assert not files & {"seed_core/repro/golden.py", "seed_core/envs/alfworld.py", "seed_core/rollout/vllm_backend.py",
                         *golden.NOT_NUMERICS}
     assert not [f for f in files if not f.startswith("seed_core/")], "only the engine computes the numbers"
-    from seed_core.code_closure import reachable
-    from seed_core.stage_code import RL_STAGE, selection
+    from seed_core.lineage.code_closure import reachable
+    from seed_core.lineage.stage_code import RL_STAGE, selection
 
     closure = {f.relative_to(ROOT).as_posix() for f in
                reachable(golden.BUILD, select=selection(RL_STAGE, golden.golden_config()))}

@@ -10,10 +10,19 @@ import json
 
 from scripts import lineage_snapshot
 
-MOVED: dict[str, str] = {}
+_PACKAGES = {"lineage": ("code_closure", "stage_code", "stage_params", "side_tables", "resume"),
+             "repro": ("numerics", "golden", "golden_build", "reference")}
+MOVED: dict[str, str] = {
+    **{f"seed_core/{m}.py": f"seed_core/{pkg}/{m}.py" for pkg, modules in _PACKAGES.items() for m in modules},
+    "seed_core/sweep.py": "seed_core/sweep/cell.py", "seed_core/sweep_cells.py": "seed_core/sweep/cells.py",
+    "seed_core/sweep_committed.py": "seed_core/sweep/committed.py", "seed_core/sweep_report.py": "seed_core/sweep/report.py",
+}
 """Old path -> new path of each file the refactor moved (a file keeps its place in a fingerprint under its new name)."""
 
-DIFFERENCES: dict[tuple[str, str, str], str] = {}
+DIFFERENCES: dict[tuple[str, str, str], str] = {
+    **{("*", "code", f"+seed_core/{pkg}/__init__.py"): "the new package's __init__ runs before any of its modules"
+       for pkg in ("lineage", "repro", "sweep")},
+}
 """(stage or ``*``, field, item with + / - for added / removed) -> why it differs from the record."""
 
 

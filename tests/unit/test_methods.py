@@ -47,7 +47,7 @@ def test_a_star_method_evaluates_its_policy_with_the_static_skills() -> None:
 
 def test_the_sweep_trains_each_policy_once_and_accepts_star_methods() -> None:
     from seed_app.cli import parse_methods
-    from seed_core.sweep import rl_methods
+    from seed_core.sweep.cell import rl_methods
 
     assert rl_methods(["vanilla", "skill_grpo_star", "grpo", "skill_grpo", "sft_star"]) == ["skill_grpo", "grpo"]
     assert parse_methods("vanilla, grpo,skill_grpo*") == ["vanilla", "grpo", "skill_grpo_star"]
@@ -59,7 +59,7 @@ def test_the_sweep_trains_each_policy_once_and_accepts_star_methods() -> None:
 
 
 def test_the_sweep_table_shows_labels_in_the_paper_order() -> None:
-    from seed_core.sweep_report import render_sweep_table
+    from seed_core.sweep.report import render_sweep_table
 
     def stats(mean: float) -> dict:
         return {"mean": mean, "ci95": [mean - 0.1, mean + 0.1], "iqm": mean, "per_seed": [mean], "n": 1}
@@ -81,7 +81,7 @@ def test_the_sweep_table_shows_labels_in_the_paper_order() -> None:
 
 def test_a_sweep_cell_reads_its_own_static_skill_library(tmp_path: Path) -> None:
     from seed_core.static_skills import StaticSkills, for_config
-    from seed_core.sweep import with_cell_library
+    from seed_core.sweep.cell import with_cell_library
 
     StaticSkills(general="- cell skill", texts={}, mapping={}).write(tmp_path / "cell" / "annotate" / "static_skills")
     cfg = with_cell_library(with_overrides(SeedConfig(), {"project.data_dir": str(tmp_path / "data")}),

@@ -1,4 +1,4 @@
-"""The CPU numerics pinned in stage processes (issue 28 item 1, ``seed_core.numerics``): set before torch loads
+"""The CPU numerics pinned in stage processes (issue 28 item 1, ``seed_core.repro.numerics``): set before torch loads
 unless the user set them (the user wins and is recorded), inherited by child processes as pinned, in effect in
 torch, and recorded in resolved_config.json (which still loads as a config) and the MLflow params."""
 
@@ -10,10 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from seed_core import numerics
+from seed_core.repro import numerics
 from seed_core.config import SeedConfig
 from seed_core.loader import load_config, with_overrides
-from seed_core.numerics import MARKER_VAR, PINNED, effective, mlflow_params, pin, record, source, write_resolved
+from seed_core.repro.numerics import MARKER_VAR, PINNED, effective, mlflow_params, pin, record, source, write_resolved
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,7 +48,7 @@ def _fresh(code: str, **env: str) -> dict[str, str]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-READ = ("import json, torch; from seed_core.numerics import record; r = record(); "
+READ = ("import json, torch; from seed_core.repro.numerics import record; r = record(); "
         "print(json.dumps({'capability': r['cpu_capability'], **r['sources'], 'mkl': r['settings']['MKL_CBWR']}))")
 
 

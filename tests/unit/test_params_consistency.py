@@ -123,9 +123,9 @@ def test_seed_run_with_any_algorithm_resolves_and_gets_its_stages(dvc_project: P
 def test_the_rl_stage_reads_every_rl_key_but_the_algorithm() -> None:
     """Its algorithm is --algorithm ${item}: another rl.algorithm must not rerun the baselines' RL. Keys that
     change no output (``stage_params.NOT_RESULTS``: how often resume points are written) are not params."""
-    from seed_core.stage_params import NOT_RESULTS
+    from seed_core.lineage.stage_params import NOT_RESULTS
 
-    from seed_core.stage_params import STAGE_PARAMS
+    from seed_core.lineage.stage_params import STAGE_PARAMS
 
     assert "data/params/rl/grpo.yaml" in STAGES["rl@grpo"]["deps"]  # = dvc_deps.params_path("rl"), resolved
     declared = [k for k in STAGE_PARAMS["rl"] if k.startswith("rl")]

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from flows import results
 from flows.results import REFERENCE_NUMERICS, REFERENCE_SWEEP, reference_verdict
-from seed_core import numerics
-from seed_core.reference import judge, prediction_range, verdict_lines
+from seed_core.repro import numerics
+from seed_core.repro.reference import judge, prediction_range, verdict_lines
 
 ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
        "PATH": "/usr/bin:/bin"}

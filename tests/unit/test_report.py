@@ -232,7 +232,7 @@ def test_the_ablation_table_gives_each_row_its_drop_against_seed_and_its_start(t
 
 
 def test_the_sweep_report_renders_the_ablations_with_paired_cis() -> None:
-    from seed_core.sweep_report import render_sweep_table
+    from seed_core.sweep.report import render_sweep_table
 
     per_seed = {"seed": [0.5, 0.6, 0.7], "seed_no_opd": [0.4, 0.4, 0.6]}
     summary = {"setting": {"seeds": [0, 1, 2]},

@@ -10,7 +10,7 @@ from pathlib import Path
 from seed_core.algorithms import effective_config
 from seed_core.config import SeedConfig
 from seed_core.loader import with_overrides
-from seed_core.resume import rl_code, rl_fingerprint, rl_inputs
+from seed_core.lineage.resume import rl_code, rl_fingerprint, rl_inputs
 from tests.unit.test_dvc_deps import dvc_deps
 
 

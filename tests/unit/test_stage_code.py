@@ -1,5 +1,5 @@
 """Issue 28: the name tables (``seed_core.registries``) and what each stage's fingerprint reaches through them
-(``seed_core.stage_code``): the configured environment only, an rl stage its own algorithm's losses, shaping and
+(``seed_core.lineage.stage_code``): the configured environment only, an rl stage its own algorithm's losses, shaping and
 analyzer only, and every implementation the stage's config can select (too few files would be worse than too
 many). The dynamic half, every entry a tiny run of each stage looks up is in its fingerprint, is
 ``tests/unit/test_stage_params.py::test_every_implementation_a_stage_loads_is_in_its_fingerprint``."""
@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from seed_core import code_closure, registries
+from seed_core import registries
+from seed_core.lineage import code_closure
 from seed_core.algorithms import ALGORITHMS
 from seed_core.loader import with_overrides
 from seed_core.registry import Registry, load_ref
@@ -40,7 +41,7 @@ def test_every_table_entry_imports_and_is_what_its_name_says(table: str) -> None
 def test_every_table_is_selected_by_every_stage_and_only_code_stage_params_are_read() -> None:
     """A table a stage's selection leaves out would reach all its entries; each key the selection reads is a
     param of the code stage, so changing it rewrites the fingerprints."""
-    from seed_core.stage_params import FOREACH_KEYS
+    from seed_core.lineage.stage_params import FOREACH_KEYS
 
     for stage in STAGES:
         params = [*SPEC[dvc_deps.CODE_STAGE]["params"], *FOREACH_KEYS.get(stage, ())]  # rl.algorithm: the item

@@ -1,4 +1,4 @@
-"""DVC params key by key (issue 14): each stage lists the params.yaml keys it reads (seed_core.stage_params),
+"""DVC params key by key (issue 14): each stage lists the params.yaml keys it reads (seed_core.lineage.stage_params),
 its params dependency data/params/<stage>.yaml holds exactly those keys with params.yaml's values (the code
 stage, whose params are every such key, writes it), and running each stage's engine on a tiny config under a
 recording config reads no key outside its list (so a key a stage does not list cannot change its outputs)."""
@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from seed_core.config import SeedConfig
-from seed_core.stage_params import FOREACH_KEYS, NOT_RESULTS, STAGE_PARAMS, covers
-from seed_core.resume import resume_keys, rl_fingerprint
+from seed_core.lineage.stage_params import FOREACH_KEYS, NOT_RESULTS, STAGE_PARAMS, covers
+from seed_core.lineage.resume import resume_keys, rl_fingerprint
 from seed_core.loader import with_overrides
 from seed_core.algorithms import ALGORITHMS, algorithm_keys
 from tests.unit.config_recorder import PATHS, loading, recording
@@ -87,7 +87,7 @@ def _flow_reads(stage: str) -> set[str]:
 def test_flows_and_tasks_read_only_declared_keys(stage: str) -> None:
     allowed = (*STAGE_PARAMS[stage], *NOT_RESULTS, *FOREACH_KEYS.get(stage, ()))
     extra = {k for k in _flow_reads(stage) if not covers(allowed, k)}
-    assert not extra, f"flows/tasks of {stage!r} read {sorted(extra)}: add them to seed_core.stage_params"
+    assert not extra, f"flows/tasks of {stage!r} read {sorted(extra)}: add them to seed_core.lineage.stage_params"
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +152,7 @@ def test_each_stage_reads_no_key_outside_its_list(stage: str, stage_reads: dict[
     fixed = tuple(f"rl.{field}" for field, _ in ALGORITHMS.get(algorithm).fixed) if algorithm else ()
     allowed = (*keys, *fixed, *NOT_RESULTS, *FOREACH_KEYS.get(name, ()))  # a fixed key's value is the algorithm's
     extra = sorted(k for k in read if not covers(allowed, k))
-    assert not extra, f"stage {stage!r} reads {extra}, which its dvc.yaml params do not list (seed_core.stage_params)"
+    assert not extra, f"stage {stage!r} reads {extra}, which its dvc.yaml params do not list (seed_core.lineage.stage_params)"
 
 
 def test_the_rl_fingerprint_ignores_keys_the_rl_stage_does_not_read(tiny_model_dir: Path) -> None:
@@ -174,16 +174,36 @@ def test_the_rl_fingerprint_ignores_keys_the_rl_stage_does_not_read(tiny_model_d
 def test_every_implementation_a_stage_loads_is_in_its_fingerprint(
         stage: str, stage_runs: dict[str, tuple[SeedConfig, set[str], set[str]]]) -> None:
     """Issue 28: a stage's fingerprint reaches only the name-table entries its config selects
-    (``seed_core.stage_code``); each entry the tiny run looked up (environment, backend, losses, analyzer) must be
+    (``seed_core.lineage.stage_code``); each entry the tiny run looked up (environment, backend, losses, analyzer) must be
     among them (too few files would let an edit go unnoticed)."""
-    from seed_core import code_closure
+    from seed_core.lineage import code_closure
     from tests.unit.test_dvc_deps import dvc_deps
 
     cfg, _, loads = stage_runs[stage]
     name, _, algorithm = stage.partition("@")
     files = dvc_deps.reachable(STAGES[name][0], dvc_deps.stage_select(name, cfg, algorithm or None))
     missing = sorted(ref for ref in loads if code_closure.module_file(ref.partition(":")[0]) not in files)
-    assert not missing, f"{stage} loaded {missing}, outside its fingerprint: seed_core/stage_code.py selects too little"
+    assert not missing, f"{stage} loaded {missing}, outside its fingerprint: seed_core/lineage/stage_code.py selects too little"
     if name in ("collect", "evaluate", "rl"):
         assert any(ref.startswith("seed_core.envs.") for ref in loads), f"{stage}: no environment looked up"
 
+
+
+def test_a_new_environment_s_settings_are_an_input_of_every_stage_that_plays_or_describes_it(monkeypatch) -> None:
+    """The annotate gap of issue 40: annotate's environment sections were a hand list that nothing checked, so a
+    new environment's settings were no input of annotate (stale annotations, no error). Registering one now makes
+    its section an input of collect, annotate, rl and evaluate, with no other edit."""
+    import importlib
+
+    from seed_core.lineage import stage_params
+    from seed_core.registries import ENVS
+
+    monkeypatch.setitem(ENVS._refs, "maze", "seed_core.envs.maze:MazeEnv")
+    try:
+        planted = importlib.reload(stage_params).STAGE_PARAMS
+        for stage in ("collect", "annotate", "rl", "evaluate", "prepare_model"):
+            assert "env.maze" in planted[stage], stage
+    finally:
+        monkeypatch.undo()
+        importlib.reload(stage_params)
+    assert "env.maze" not in stage_params.STAGE_PARAMS["annotate"]

@@ -1,4 +1,4 @@
-"""Sweep cells that many processes may run (``seed_core.sweep_cells``): the key, at most one computation per key,
+"""Sweep cells that many processes may run (``seed_core.sweep.cells``): the key, at most one computation per key,
 atomic publication, the event log; and the pool's lost-worker rule (``flows.pool.lost_reason``)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 from seed_core.config import SeedConfig
 from seed_core.loader import with_overrides
-from seed_core.sweep_cells import cell_dir, cell_key, finished_cell, read_events, run_cell_once
+from seed_core.sweep.cells import cell_dir, cell_key, finished_cell, read_events, run_cell_once
 
 
 def fake_runner(calls: list[int] | None = None, sleep_s: float = 0.0):
@@ -103,9 +103,9 @@ def test_a_run_is_lost_only_when_its_workers_heartbeats_stopped() -> None:
 
 def test_the_cell_key_includes_the_code_it_runs(tmp_path):
     """An edit to code a cell can import is another key (a committed result made by other code is never reused);
-    the fingerprint is that of ``seed_core.code_closure`` over the entry module."""
+    the fingerprint is that of ``seed_core.lineage.code_closure`` over the entry module."""
     from seed_core.config import SeedConfig
-    from seed_core.sweep_cells import cell_key, code_fingerprint
+    from seed_core.sweep.cells import cell_key, code_fingerprint
 
     cfg = SeedConfig()
     assert cell_key(cfg, "m.dir", code="a" * 16) != cell_key(cfg, "m.dir", code="b" * 16)

@@ -1,10 +1,10 @@
-"""Committed sweep-cell results (``seed_core.sweep_committed``): reused only under their own key and seed."""
+"""Committed sweep-cell results (``seed_core.sweep.committed``): reused only under their own key and seed."""
 
 from __future__ import annotations
 
 import json
 
-from seed_core.sweep_committed import committed_path, read_committed, write_committed
+from seed_core.sweep.committed import committed_path, read_committed, write_committed
 
 
 def test_a_committed_cell_is_read_back_only_under_its_own_key_and_seed(tmp_path):

@@ -10,7 +10,7 @@ from flows.common import dvc_lock_hashes
 from seed_core import tracking
 from seed_core.config import SeedConfig, project_root
 from seed_core.loader import with_overrides
-from seed_core.numerics import mlflow_params as numerics_params
+from seed_core.repro.numerics import mlflow_params as numerics_params
 from seed_core.tracking import NullTracker, artifact_location, open_run, redact, tracking_uri
 
 

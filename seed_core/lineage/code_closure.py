@@ -7,12 +7,12 @@ Two more kinds of edge than ``import`` statements, both strings that name a modu
 * a name table (``seed_core.registries``: ``ENVS = Registry("environment", {"sokoban":
   "seed_core.envs.sokoban:SokobanEnv", ...})``) is no edge by itself: a ``ENVS.get(<name>)`` call is. A call
   with a literal name reaches that entry; any other call reaches the entries ``select`` allows for that table
-  (``{"ENVS": {"sokoban"}}``: what the stage's config can choose, ``seed_core.stage_code``), every entry when
+  (``{"ENVS": {"sokoban"}}``: what the stage's config can choose, ``seed_core.lineage.stage_code``), every entry when
   ``select`` says nothing about it. So a stage whose config names sokoban does not depend on webshop's code.
 * any other string that is exactly such a reference (``"seed_core.x:y"``) reaches its module.
 
 One owner for two users that must agree: ``scripts/dvc_deps.py`` writes each DVC stage's code dependency
-``data/code/<stage>.sha256`` from it, and ``seed_core.resume.rl_fingerprint`` hashes the same lines for the rl
+``data/code/<stage>.sha256`` from it, and ``seed_core.lineage.resume.rl_fingerprint`` hashes the same lines for the rl
 stage, so finished RL rounds are reused only by the code that made them (an edit DVC sees is an edit resume sees).
 Nothing is imported; the scan reads the files. Parsed files are cached by (path, mtime, size), so an edited file
 is parsed again even in a long-lived process.
@@ -27,7 +27,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 """The project root: the folder that holds ``seed_core`` and the other ``PACKAGES``."""
 
 PACKAGES = ("seed_core", "tasks", "flows", "seed_app")

@@ -8,12 +8,12 @@ import hashlib
 import json
 from pathlib import Path
 
-from seed_core import code_closure
+from seed_core.lineage import code_closure
 from seed_core.algorithms import ALGORITHMS, algorithm_keys
 from seed_core.config import SeedConfig, project_root
 from seed_core.io import DataFileError, atomic_write_text
-from seed_core.stage_code import RL_STAGE, selection
-from seed_core.stage_params import FOREACH_KEYS, project
+from seed_core.lineage.stage_code import RL_STAGE, selection
+from seed_core.lineage.stage_params import FOREACH_KEYS, project
 
 RESUME_FILE = ".resume_key"
 """In an RL output directory: the fingerprint (``rl_fingerprint``) its finished rounds were made from."""
@@ -29,8 +29,8 @@ a project checkout, else (the engine installed alone) its engine entry point."""
 
 
 def rl_code(cfg: SeedConfig) -> str:
-    """``sha256sum`` lines of the code ``rl@<cfg.rl.algorithm>`` can reach under ``cfg`` (``seed_core.code_closure``
-    through the table entries ``seed_core.stage_code.selection`` allows: its losses, its analyzer, the configured
+    """``sha256sum`` lines of the code ``rl@<cfg.rl.algorithm>`` can reach under ``cfg`` (``seed_core.lineage.code_closure``
+    through the table entries ``seed_core.lineage.stage_code.selection`` allows: its losses, its analyzer, the configured
     environment; the same lines DVC's code stage writes to ``data/code/rl/<algorithm>.sha256``)."""
     entry = next(e for e in RL_CODE_ENTRY if code_closure.module_file(e) is not None)
     return code_closure.fingerprint(entry, select=selection(RL_STAGE, cfg))

@@ -1,11 +1,11 @@
-"""The numerics golden check behind ``seed doctor``: the tiny testbed and RL round of ``seed_core.golden_build``,
-built under the pinned numerics (``seed_core.numerics``), hashed, and compared with the hashes committed in
+"""The numerics golden check behind ``seed doctor``: the tiny testbed and RL round of ``seed_core.repro.golden_build``,
+built under the pinned numerics (``seed_core.repro.numerics``), hashed, and compared with the hashes committed in
 ``benchmarks/results/numerics.json``.
 
 A machine whose CPU numerics differ from the committed reference machine's then says so up front, instead of
 silently producing another table (the testbed amplifies a last-bit difference through pretraining and RL).
 
-- ``python -m seed_core.golden --out DIR`` runs ``golden_build.build`` in a fresh interpreter, numerics pinned
+- ``python -m seed_core.repro.golden --out DIR`` runs ``golden_build.build`` in a fresh interpreter, numerics pinned
   before torch loads, and prints ``machine_record``.
 - The hashes hold only for the same numerics code and libraries: a record carries ``key`` (``key()``: the code of
   ``numerics_files`` without docstrings, comments or layout, plus the torch and transformers versions), and records
@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from seed_core import numerics
-from seed_core.golden_build import build, golden_config, weights_sha256
+from seed_core.repro import numerics
+from seed_core.repro.golden_build import build, golden_config, weights_sha256
 
 __all__ = ["MATCH", "DIFFERS", "NO_RECORD", "RESULTS", "append", "build", "golden_config", "key", "verdict",
            "weights_sha256"]
@@ -42,15 +42,15 @@ RESULTS = Path("benchmarks") / "results" / "numerics.json"
 """Under the project root: every machine the check was recorded on (``{"machines": [record, ...]}``)."""
 MATCH, DIFFERS, NO_RECORD = 0, 1, 3
 """``verdict``'s exit codes (``seed doctor``'s 2 and 4 are bad input and a failed build)."""
-BUILD = "seed_core.golden_build"
+BUILD = "seed_core.repro.golden_build"
 """The module whose import closure is the numerics (``numerics_files``)."""
 NOT_NUMERICS = {
-    "seed_core/code_closure.py": "the static import scan behind code fingerprints: reads files, computes no float",
+    "seed_core/lineage/code_closure.py": "the static import scan behind code fingerprints: reads files, computes no float",
     "seed_core/logs.py": "logging set-up: where lines go, not what is computed",
     "seed_core/tracking.py": "MLflow logging, off in the golden config (tracking.enabled: false)",
     "seed_core/endpoints.py": "service URLs and the project root from the environment",
-    "seed_core/stage_params.py": "which params keys each DVC stage reads (dvc.yaml's params lists)",
-    "seed_core/stage_code.py": "which registry entries a stage's code fingerprint reaches",
+    "seed_core/lineage/stage_params.py": "which params keys each DVC stage reads (dvc.yaml's params lists)",
+    "seed_core/lineage/stage_code.py": "which registry entries a stage's code fingerprint reaches",
     "seed_core/parent_watch.py": "process lifetime: a launched rank ends when its launcher is gone",
 }
 """Files of the build's closure that cannot change a weight (why, each): an edit to them keeps the key. Only code
@@ -60,9 +60,9 @@ entry."""
 
 def numerics_files() -> list[Path]:
     """The files whose code the golden hashes depend on: what ``golden_build`` can run under ``golden_config``'s
-    selection of the registries (``seed_core.stage_code``, as the ``rl`` stage), less ``NOT_NUMERICS``; sorted."""
-    from seed_core.code_closure import ROOT, reachable
-    from seed_core.stage_code import RL_STAGE, selection
+    selection of the registries (``seed_core.lineage.stage_code``, as the ``rl`` stage), less ``NOT_NUMERICS``; sorted."""
+    from seed_core.lineage.code_closure import ROOT, reachable
+    from seed_core.lineage.stage_code import RL_STAGE, selection
 
     files = reachable(BUILD, select=selection(RL_STAGE, golden_config()))
     return sorted((f for f in files if f.relative_to(ROOT).as_posix() not in NOT_NUMERICS),
@@ -88,7 +88,7 @@ def key() -> str:
     import torch
     import transformers
 
-    from seed_core.code_closure import ROOT
+    from seed_core.lineage.code_closure import ROOT
 
     text = "".join(f"{code_digest(f)}  {f.relative_to(ROOT).as_posix()}\n" for f in numerics_files())
     text += f"torch {torch.__version__}\ntransformers {transformers.__version__}\n"

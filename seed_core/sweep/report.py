@@ -1,7 +1,7 @@
 """The sweep's report: ``table.md`` (mean ± 95% CI over seeds, IQM, paired comparisons, mechanism) and
 ``curve_success.png`` (training success per RL round, mean over seeds with a 95% CI band).
 
-    python -m seed_core.sweep_report --config params.yaml --cells data/sweep/seed_0 data/sweep/seed_1 ... \
+    python -m seed_core.sweep.report --config params.yaml --cells data/sweep/seed_0 data/sweep/seed_1 ... \
         --out reports/sweep
 """
 
@@ -120,7 +120,7 @@ def plot_sweep_curves(summary: dict[str, Any], path: Path) -> Path:
 
 def run_sweep_report(cells: list[Path], out_dir: Path, setting: dict[str, Any]) -> dict[str, Any]:
     """Read the cells, write ``learning.json``, ``table.md`` and ``curve_success.png`` into ``out_dir``."""
-    from seed_core.sweep import read_cells, summarize_sweep
+    from seed_core.sweep.cell import read_cells, summarize_sweep
 
     summary = summarize_sweep(read_cells(cells), setting)
     out_dir = Path(out_dir)
@@ -132,7 +132,7 @@ def run_sweep_report(cells: list[Path], out_dir: Path, setting: dict[str, Any]) 
 
 def main(argv: list[str] | None = None) -> None:
     from seed_core.loader import load_config
-    from seed_core.sweep import setting_of
+    from seed_core.sweep.cell import setting_of
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="params.yaml")

@@ -8,7 +8,6 @@ test_side_tables.py`` fails with these lines, so an addition cannot forget one; 
 |---|---|---|
 | its settings section | ``EnvConfig.<name>`` in ``seed_core/config.py`` | ``env.<name>`` in params.yaml is validated there |
 | its params.yaml section | ``env: <name>:`` in ``params.yaml`` (then ``python scripts/make_presets.py``) | params.yaml is complete |
-| the DVC params of the stages | ``_ENV`` in ``seed_core/stage_params.py`` | a changed value reruns the stages that play it |
 | its evaluation panel | ``data/panels/<name>-<split>.json`` (``python -m seed_core.generate_data panels``) | held-out instances are fixed |
 """
 
@@ -19,7 +18,6 @@ from pathlib import Path
 import yaml
 
 from seed_core.config import EnvConfig, project_root
-from seed_core.stage_params import STAGE_PARAMS
 
 
 def missing_env_entries(name: str, root: Path | None = None) -> list[str]:
@@ -33,9 +31,6 @@ def missing_env_entries(name: str, root: Path | None = None) -> list[str]:
     if name not in (params.get("env") or {}):
         missing.append(f"params.yaml: env has no {name!r} section; add its defaults, then run "
                        "`python scripts/make_presets.py`")
-    if f"env.{name}" not in STAGE_PARAMS["collect"]:
-        missing.append(f"seed_core/stage_params.py: _ENV lacks 'env.{name}'; add it and run "
-                       "`python scripts/dvc_deps.py --write`")
     if not sorted((root / "data" / "panels").glob(f"{name}-*.json")):
         missing.append(f"data/panels/: no {name}-<split>.json; write it with `python -m seed_core.generate_data "
                        f"panels --config params.yaml --set env.name={name}` and commit it")

@@ -12,13 +12,16 @@ Whole-config records are not reads. Every stage writes the whole resolved config
 and logs it as MLflow params: a record of the values in force when it ran (no stage reads another's), which a
 change to a key the stage does not read leaves as it was, like the stage's outputs. What decides whether
 finished RL rounds are reused, ``rl_fingerprint``, hashes only the keys its algorithm reads
-(``seed_core.resume.resume_keys``: ``seed_core.algorithms.algorithm_keys`` less ``rl.rounds``), the keys of its params
+(``seed_core.lineage.resume.resume_keys``: ``seed_core.algorithms.algorithm_keys`` less ``rl.rounds``), the keys of its params
 file ``data/params/rl/<algorithm>.yaml``, so the engine and DVC agree on what makes a round stale.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from seed_core.config import EnvConfig
+from seed_core.registries import ENVS
 
 NOT_RESULTS = ("tracking", "project.data_dir", "project.preset", "sweep", "rl.save_every", "annotate.concurrency",
                "annotate.fail_fast_after", "annotate.min_ok_fraction", "rl.max_sampling_logp_diff")
@@ -31,8 +34,20 @@ weight-sync check's limit (it fails a round; a round that passes is the same).""
 _RUN_MODEL = ("model.dtype", "model.device", "model.chat_template_kwargs")
 _TRAIN_MODEL = (*_RUN_MODEL, "model.gradient_checkpointing", "model.mixed_precision", "model.lora_rank",
                 "model.lora_alpha", "model.lora_dropout", "model.lora_target_modules", "project.accelerate_config")
-_ENV = ("env.name", "env.max_steps", "env.history_length", "env.invalid_action_penalty", "env.sokoban",
-        "env.ezpoints", "env.alfworld", "env.search_qa", "env.webshop")
+
+
+def env_sections() -> tuple[str, ...]:
+    """``env.<name>`` for every registered environment (``seed_core.registries.ENVS``), in params.yaml's order
+    (``EnvConfig``'s fields; a name without a section goes last, and ``side_tables`` says what it lacks). Every
+    stage that plays or describes an environment reads all of them, so a new environment's settings are an input
+    of each such stage by construction (annotate's list was typed by hand and checked by nothing)."""
+    fields = list(EnvConfig.model_fields)
+    return tuple(f"env.{name}" for name in sorted(ENVS.names(), key=lambda n: fields.index(n) if n in fields
+                                                  else len(fields)))
+
+
+_ENV_SECTIONS = env_sections()
+_ENV = ("env.name", "env.max_steps", "env.history_length", "env.invalid_action_penalty", *_ENV_SECTIONS)
 _GENERATE = ("generation.backend", "generation.top_p", "generation.top_k", "generation.max_new_tokens",
              "generation.max_prompt_tokens", "generation.batch_size", "generation.share_prefix", "generation.vllm")
 _ANALYZER = ("annotate.client", "annotate.model", "annotate.temperature", "annotate.max_tokens",
@@ -45,8 +60,8 @@ STAGE_PARAMS: dict[str, tuple[str, ...]] = {
     "generate_alfworld": ("project.seed", "env.name", "env.alfworld"),
     "collect": ("project.seed", *_RUN_MODEL, *_ENV, *_GENERATE, "generation.temperature", "collect"),
     # the static skill library: its budget, counted with the policy's tokenizer (model.path when no base model)
-    "annotate": ("env.name", "env.max_steps", "env.sokoban", "env.ezpoints", "env.alfworld", "env.search_qa",
-                 "env.webshop", *_ANALYZER, "annotate.static_skill_tokens", "model.path"),
+    "annotate": ("env.name", "env.max_steps", *_ENV_SECTIONS, *_ANALYZER, "annotate.static_skill_tokens",
+                 "model.path"),
     # model.path and env.name: the registered checkpoint's name and tags (flows/common.py model_name / model_tags)
     "sft": ("project.seed", "model.path", "env.name", *_TRAIN_MODEL, "generation.max_prompt_tokens", "sft"),
     # rl.algorithm is the foreach item (flows/rl.py --algorithm), never params.yaml's value

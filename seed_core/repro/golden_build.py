@@ -1,9 +1,9 @@
 """What ``seed doctor`` builds: a tiny testbed and one RL round under the pinned numerics, and their weights' hashes.
 
-This module and the code it can run are the numerics the doctor's key covers (``seed_core.golden.numerics_files``:
+This module and the code it can run are the numerics the doctor's key covers (``seed_core.repro.golden.numerics_files``:
 its import closure under ``GOLDEN``'s selection, less ``golden.NOT_NUMERICS``): an edit to that code needs a new
 record (``seed doctor --record`` on the reference machine), an edit anywhere else does not. So the check itself
-(the key, the record, the verdict) lives in ``seed_core.golden``, outside this closure, and nothing but the build
+(the key, the record, the verdict) lives in ``seed_core.repro.golden``, outside this closure, and nothing but the build
 goes here.
 """
 

@@ -1,7 +1,7 @@
 """Which entries of the name tables (``seed_core.registries``) each DVC stage can select under a config: the
-``select`` of its code fingerprint (``seed_core.code_closure``), so a stage depends on the implementation files its
+``select`` of its code fingerprint (``seed_core.lineage.code_closure``), so a stage depends on the implementation files its
 config can run and on no other. ``scripts/dvc_deps.py`` writes ``data/code/<stage>.sha256`` (the rl stage: one
-``data/code/rl/<algorithm>.sha256`` per algorithm) with it; ``seed_core.resume.rl_code`` hashes the same lines.
+``data/code/rl/<algorithm>.sha256`` per algorithm) with it; ``seed_core.lineage.resume.rl_code`` hashes the same lines.
 
 | table | every stage | ``annotate`` | ``rl@<algorithm>`` |
 |---|---|---|---|

@@ -3,7 +3,7 @@
 A finished cell of ``seed sweep`` (``sweep/dvc.yaml``) also writes its ``results.json`` (a few tens of KB: success
 per method, the curves, the mechanism means, its key) to ``sweep/cells/seed_<s>-<key>.json``, a plain file in git
 (``cache: false`` in spirit: not a DVC output, so a rerun of the stage never deletes it). ``key`` is the cell's
-``seed_core.sweep_cells.cell_key``: the sha256 of everything its results depend on (the config less where it is
+``seed_core.sweep.cells.cell_key``: the sha256 of everything its results depend on (the config less where it is
 logged, ``sweep.methods``, ``project.seed``, the base model's DVC md5 and the fingerprint of the code a cell runs). When the cell stage runs again, on this
 machine after ``git pull`` or on another, and finds a committed result under *its own* key, it reuses that result
 instead of recomputing the cell (the cell's DVC output then holds ``results.json`` only, no checkpoints). A changed
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from seed_core.io import write_json
-from seed_core.sweep_cells import read_keyed
+from seed_core.sweep.cells import read_keyed
 
 COMMITTED_DIR = Path("sweep") / "cells"
 """Under the project root: the committed cell results (in git)."""

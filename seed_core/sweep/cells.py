@@ -1,7 +1,7 @@
 """Sweep cells that many processes (pool workers, ``seed sweep --pool``) may run: keyed, run at most once, published
 atomically.
 
-A cell is one seed of the sweep (``seed_core.sweep.run_seed_cell``) under one config. Its key (``cell_key``) is
+A cell is one seed of the sweep (``seed_core.sweep.cell.run_seed_cell``) under one config. Its key (``cell_key``) is
 the sha256 of what its results depend on: the resolved config less ``stage_params.NOT_RESULTS`` (where runs are
 logged, the output root, the preset label, ...), plus ``sweep.methods`` (what the cell runs), ``project.seed`` and
 the base model's DVC md5. A *finished* cell is ``<cells>/seed_<s>/results.json`` carrying that key
@@ -33,7 +33,7 @@ from filelock import FileLock
 
 from seed_core.config import SeedConfig
 from seed_core.io import recover_dir, swap_dir, write_json
-from seed_core.stage_params import NOT_RESULTS
+from seed_core.lineage.stage_params import NOT_RESULTS
 from seed_core.tracking import NullTracker, Tracker
 
 LOG_FILE = "cells.log"
@@ -68,9 +68,9 @@ def cell_key(cfg: SeedConfig, base_model_md5: str = "", code: str = "") -> str:
 
 def code_fingerprint(entry: str = "flows.sweep") -> str:
     """16 hex digits of the sha256 of the ``sha256sum`` lines of every file ``entry`` can import
-    (``seed_core.code_closure``, the same lines as the DVC stages' code dependency): an edit to any code a cell runs
+    (``seed_core.lineage.code_closure``, the same lines as the DVC stages' code dependency): an edit to any code a cell runs
     is another key, so a result made by other code is never reused."""
-    from seed_core.code_closure import fingerprint
+    from seed_core.lineage.code_closure import fingerprint
 
     return hashlib.sha256(fingerprint(entry).encode()).hexdigest()[:16]
 
@@ -111,7 +111,7 @@ CellRunner = Callable[[SeedConfig, Path, Path, list[str], Tracker], dict[str, An
 
 def _run_seed_cell(cfg: SeedConfig, base_model: Path, out_dir: Path, methods: list[str],
                    tracker: Tracker) -> dict[str, Any]:
-    from seed_core.sweep import run_seed_cell
+    from seed_core.sweep.cell import run_seed_cell
 
     return run_seed_cell(cfg, base_model, out_dir, methods, tracker=tracker)
 
