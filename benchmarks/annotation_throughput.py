@@ -53,7 +53,7 @@ def server_stats(url: str) -> dict[str, Any]:
 def stage_run(cfg: Any, url: str, n: int, tmp: Path) -> dict[str, Any]:
     """One Stage-1 run on ``n`` fresh trajectories: wall time, throughput, calls, latency percentiles."""
     from seed_core.stages.annotate import run_annotate
-    from seed_core.io import read_records
+    from seed_core.runtime.io import read_records
     from seed_core.types import AnnotationRecord
     from tests.faults.helpers import write_collect
 

@@ -134,11 +134,11 @@ def main() -> None:
 
     from seed_core.config import SeedConfig
     from seed_core.envs import make_env
-    from seed_core.models import load_policy
+    from seed_core.modeling.models import load_policy
 
     work = Path(tempfile.mkdtemp(prefix="seed-gpu-check-"))
     if args.model == "tiny":
-        from seed_core.model_builders import build_tiny_analyzer_model
+        from seed_core.modeling.builders import build_tiny_analyzer_model
 
         model = build_tiny_analyzer_model(work / "tiny")
     else:

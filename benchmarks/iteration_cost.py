@@ -253,7 +253,7 @@ def compare(optimized: dict[str, Any], baseline: dict[str, Any]) -> dict[str, An
 
 def resolve_models(cfg: Any, base: str, sft: str, ws: Path) -> dict[str, Path]:
     """The starting checkpoints of grpo (base) and seed (sft) for ``--base``/``--sft`` (module docstring)."""
-    from seed_core.model_builders import build_tiny_analyzer_model
+    from seed_core.modeling.builders import build_tiny_analyzer_model
     from seed_core.stages.annotate import run_annotate
     from seed_core.stages.collect import run_collect
     from seed_core.stages.prepare_model import run_prepare_model

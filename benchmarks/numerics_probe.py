@@ -5,7 +5,7 @@
 
 Each setting runs in a fresh interpreter (ATen, MKL and oneDNN read their variables when torch loads or on
 their first call), the settings taking turns, ``--repeats`` times. A run builds a 4-layer Qwen2 from its config
-the way ``seed_core.testbed`` does (hidden 128, 4 heads / 2 KV heads, tied embeddings, vocab 1024, seed 0), takes
+the way ``seed_core.modeling.testbed`` does (hidden 128, 4 heads / 2 KV heads, tied embeddings, vocab 1024, seed 0), takes
 ``--steps`` AdamW steps of next-token cross-entropy on fixed random tokens (8 x 64), then one forward/backward of
 an RL-shaped loss (advantage-weighted token log-probabilities through ``selective_log_softmax``, the RL step's
 head, plus a KL term to a detached teacher pass with another prompt). Reported per setting: the sha256 of the

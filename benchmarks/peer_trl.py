@@ -112,7 +112,7 @@ def _token_counter(model: str) -> Callable[[str], int]:
     """Tokens of a user message under ``model``'s chat template (what both trainers feed the model)."""
     from transformers import AutoTokenizer
 
-    from seed_core.models import encode_prompt
+    from seed_core.modeling.models import encode_prompt
 
     tok = AutoTokenizer.from_pretrained(model)
     return lambda text: len(encode_prompt(tok, text))
@@ -123,7 +123,7 @@ def run_seed(w: dict[str, Any]) -> dict[str, Any]:
 
     from seed_core.algorithms import ALGORITHMS
     from seed_core.config import GenerationConfig, ModelConfig, RLConfig
-    from seed_core.models import load_policy
+    from seed_core.modeling.models import load_policy
     from seed_core.rollout.backends import HFBackend
     from seed_core.trainer.optim import build_optimizer
     from seed_core.trainer.rl_step import RLSamples, rl_update

@@ -12,7 +12,7 @@ plain ``seed run`` (``dvc repro``): the first runs every stage, the next three f
 ``seed init`` creates the copy's empty Prefect database and MLflow tables, as ``scripts/setup.sh`` does once
 per clone (timed: ``init_stores_s``); ``--fresh-stores`` skips it, and the first run's servers create them.
 
-Each process records its timing (``seed_core.timing``, switched on by ``$SEED_TIMING_DIR``): the OS start
+Each process records its timing (``seed_core.runtime.timing``, switched on by ``$SEED_TIMING_DIR``): the OS start
 time, when its imports were done, when the stage's flow body began, exclusive seconds in the ``engine``
 (the seed_core stage functions), ``imports`` (stage modules imported lazily by tasks: torch,
 transformers), ``mlflow`` (stage run opened and closed, checkpoints registered) and ``prefect`` spans,
@@ -101,7 +101,7 @@ def copy_project(dest: Path, overrides: dict[str, Any], preset: Path | None) -> 
 
 
 def timing_now() -> float:
-    """The clock of ``seed_core.timing.now`` (boot-based, shared with the OS process start times)."""
+    """The clock of ``seed_core.runtime.timing.now`` (boot-based, shared with the OS process start times)."""
     return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
@@ -287,7 +287,7 @@ def main() -> None:
                                          capture_output=True, text=True).stdout.strip() or "default (reflink,copy)",
         "config": {"params": str(args.preset or "params.yaml"), "overrides": overrides},
         "commit": git_rev(), "cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg(),
-        "how": "wall from this script; engine = seed_core.timing 'engine' spans summed over stage processes; "
+        "how": "wall from this script; engine = seed_core.runtime.timing 'engine' spans summed over stage processes; "
                "disk_written_gb = write_bytes of /proc/self/io over the run (all descendants, reaped); "
                "see the module docstring for the split; the copy's Prefect and MLflow stores were created before "
                "the run by `seed init` (init_stores_s, as scripts/setup.sh does once per clone; "

@@ -32,7 +32,7 @@ def main() -> None:
 
     from seed_core.config import SeedConfig
     from seed_core.loader import with_overrides
-    from seed_core.model_builders import build_tiny_model
+    from seed_core.modeling.builders import build_tiny_model
     from seed_core.stages.rl import run_rl
 
     torch.set_num_threads(1)

@@ -62,7 +62,7 @@ def main() -> None:
     import torch
 
     from seed_core.config import GenerationConfig, ModelConfig, VLLMConfig
-    from seed_core.models import load_policy
+    from seed_core.modeling.models import load_policy
     from seed_core.rollout.backends import BACKENDS
     from seed_core.rollout.vllm_backend import VLLMBackend
     from seed_core.rollout.vllm_engine import EnginePool

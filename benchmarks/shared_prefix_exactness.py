@@ -30,7 +30,7 @@ from seed_core.algorithms import ALGORITHMS
 from seed_core.config import GenerationConfig, ModelConfig
 from seed_core.envs import make_env
 from seed_core.loader import load_config
-from seed_core.models import load_policy
+from seed_core.modeling.models import load_policy
 from seed_core.rollout.backends import HFBackend
 from seed_core.trainer.logprobs import score_in_chunks
 from seed_core.trainer.rl_step import RLSamples, rl_update

@@ -13,7 +13,7 @@ Under ``seed run`` a stage process first checks that ``params.yaml`` and ``dvc.y
 (``flows.run_inputs``), then hands itself to the run's warm stage server (``flows.warm``), which has
 imported Prefect, MLflow and torch once, and exits with the status of the fork that ran the stage.
 
-The engine's log lines (``seed_core.logs``) reach each flow run's logs in the Prefect UI: ``seed_core`` is
+The engine's log lines (``seed_core.runtime.logs``) reach each flow run's logs in the Prefect UI: ``seed_core`` is
 added to ``PREFECT_LOGGING_EXTRA_LOGGERS`` before Prefect is imported, at ``$SEED_LOG_LEVEL`` (default INFO).
 ``<project>/.env`` is read first (``seed_core.config.load_env_file``), so a ``PREFECT_API_URL`` there counts.
 """

@@ -21,10 +21,10 @@ from typing import Any, Iterator
 
 import yaml
 
-from seed_core import timing
+from seed_core.runtime import timing
 from seed_core.algorithms import ALGORITHMS
 from seed_core.config import ConfigError, SeedConfig, project_root
-from seed_core.io import one_line
+from seed_core.runtime.io import one_line
 from seed_core.loader import load_config, one_line_errors
 from seed_core.methods import METHODS, star
 from seed_core.lineage.resume import RESUME_FILE
@@ -159,7 +159,7 @@ def parse_args(stage: str, *options: str) -> argparse.Namespace:
 
 def _known_error_without_traceback(record: logging.LogRecord) -> bool:
     """A Prefect log line of a failed task or flow run keeps its message (which names the error and its fix,
-    ``seed_core.io.one_line``) but not the traceback, for the errors users meet (not for bugs)."""
+    ``seed_core.runtime.io.one_line``) but not the traceback, for the errors users meet (not for bugs)."""
     err = record.exc_info[1] if isinstance(record.exc_info, tuple) else None
     if err is not None and one_line(err) is not None:
         record.exc_info, record.exc_text = None, None

@@ -18,8 +18,8 @@ from flows.common import (finish, model_name, model_tags, parse_args, reset_stal
 from flows.results import publish_audit
 from flows.stage_graph import run_stage
 from seed_core.algorithms import effective_config
-from seed_core import timing
-from seed_core.logs import progress_line
+from seed_core.runtime import timing
+from seed_core.runtime.logs import progress_line
 from seed_core.loader import load_config
 from seed_core.tracking import open_run
 from tasks.rl import analysis_prompts, rl_finalize, rl_launch, rl_round

@@ -8,7 +8,7 @@ from prefect import flow
 
 from flows.common import finish, model_name, model_tags, parse_args, stage_paths, stage_run
 from flows.stage_graph import run_stage
-from seed_core import timing
+from seed_core.runtime import timing
 from seed_core.loader import load_config
 from tasks.sft import sft
 

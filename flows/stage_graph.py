@@ -64,7 +64,7 @@ def run_stage(flow: Callable[..., R], **parameters: Any) -> R:
     from prefect.flow_engine import run_flow
     from prefect.states import Running
 
-    from seed_core import timing
+    from seed_core.runtime import timing
 
     with timing.span("prefect"), get_client(sync_client=True) as client:
         task_run = client.create_task_run(stage_task(stage), flow_run_id=UUID(pipeline), dynamic_key="0", name=stage,

@@ -17,7 +17,7 @@ from prefect import flow
 from flows.common import dvc_lock_md5s, stage_paths, stage_run
 from flows.stage_graph import run_stage
 from seed_core.config import ConfigError, project_root
-from seed_core.io import write_json
+from seed_core.runtime.io import write_json
 from seed_core.loader import load_config
 from seed_core.sweep.cells import cell_key, code_fingerprint
 from seed_core.sweep.committed import committed_path, read_committed, write_committed

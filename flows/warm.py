@@ -205,12 +205,12 @@ def mlflow_requirements_map() -> None:
 
 WARM_MODULES = ("flows.common", "prefect", "prefect.flow_engine", "mlflow", "torch", "transformers",
                 "seed_core.loader", "seed_core.algorithms", "seed_core.losses", "seed_core.envs",
-                "seed_core.rollout.backends", "seed_core.models", "mlflow.transformers", "mlflow.pyfunc", "peft",
+                "seed_core.rollout.backends", "seed_core.modeling.models", "mlflow.transformers", "mlflow.pyfunc", "peft",
                 "tasks.evaluate", "tasks.rl", "tasks.sft",
                 "tasks.collect", *(f"seed_core.stages.{stage}" for stage in (
                     "prepare_model", "generate_alfworld", "collect", "annotate", "sft", "rl", "evaluate", "report")))
 """Imported once by the server; a stage's own further imports happen in its fork. The stage modules are here
-because the tasks import them lazily: ``seed_core.models`` loads transformers' modeling code (torch._dynamo
+because the tasks import them lazily: ``seed_core.modeling.models`` loads transformers' modeling code (torch._dynamo
 and friends, ~1.5 s), which every stage that loads a model paid inside its engine time before. ``mlflow.pyfunc``
 and ``peft`` are what a checkpoint registration imports (``mlflow.transformers.save_model``)."""
 WARM_CALLS: tuple[Callable[[], object], ...] = (mlflow_requirements_map,)

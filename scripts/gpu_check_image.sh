@@ -72,7 +72,7 @@ model="${SEED_GPU_MODEL:-}"
 [ -z "$model" ] && [ -f models/smollm2-135m-instruct/config.json ] && model="$PWD/models/smollm2-135m-instruct"
 if [ -z "$model" ]; then
   model="$work/tiny-analyzer"
-  timeout "$(left 120)" "$py" -c "import sys; from seed_core.model_builders import build_tiny_analyzer_model as b; \
+  timeout "$(left 120)" "$py" -c "import sys; from seed_core.modeling.builders import build_tiny_analyzer_model as b; \
 b(sys.argv[1])" "$model" >"$work/model.log" 2>&1 \
     || { tail -20 "$work/model.log"; say "building the tiny model failed"; exit 2; }
   say "model: the tiny analyzer model, built in $(( $(date +%s) - start )) s since the start (no real one travels)"

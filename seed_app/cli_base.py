@@ -20,7 +20,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from seed_core import loader
 from seed_core.config import ConfigError
-from seed_core.endpoints import project_root
+from seed_core.runtime.endpoints import project_root
 
 try:  # typer 0.2x vendors click (typer._click) and re-exports only BadParameter; older typers use click itself
     from typer._click import exceptions as click_errors

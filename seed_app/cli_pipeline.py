@@ -11,7 +11,8 @@ import typer
 
 from seed_app.cli_base import PresetOption, SeedCommand, SetOption, command, did_you_mean, parse_overrides, \
     pipeline_errors
-from seed_core import loader, timing
+from seed_core import loader
+from seed_core.runtime import timing
 from seed_core.config import ConfigError, project_root
 
 

@@ -36,13 +36,13 @@ def preflight(preset: Annotated[Optional[Path], typer.Option(metavar="FILE", hel
 
     It measures the matched and mismatched skill's effect on P(expert action), the teacher-student success
     gap, self-skill correctness, the distillation-to-PG gradient ratio and the share of zero-advantage groups
-    (seed_core.mechanism), one line each with its threshold and PASS or FAIL, then the verdict. The arguments
+    (seed_core.analyzer.mechanism), one line each with its threshold and PASS or FAIL, then the verdict. The arguments
     are checked before the model loads.
     """
     import json
 
-    from seed_core.io import KnownError
-    from seed_core.mechanism import THRESHOLDS, check_preflight_args, override_thresholds, run_preflight
+    from seed_core.runtime.io import KnownError
+    from seed_core.analyzer.mechanism import THRESHOLDS, check_preflight_args, override_thresholds, run_preflight
 
     try:
         table_ = override_thresholds(THRESHOLDS, threshold or [])

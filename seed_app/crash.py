@@ -5,7 +5,7 @@ A bad input has its own line and exit code 2 (``seed_app.cli_base``); anything e
 lines that buried the cause. ``SeedGroup.main`` hands such an exception to ``report``, which writes the full
 traceback to a log file and returns the one line to print (exit code 1):
 
-    seed preflight: unexpected OSError: <message> (at seed_core/models.py:88 in load_policy); traceback in <log>
+    seed preflight: unexpected OSError: <message> (at seed_core/modeling/models.py:88 in load_policy); traceback in <log>
 
 The place is the innermost frame of this project's own code (not a library's), so the line says where our code
 failed even when the exception came from deep inside transformers or DVC.
@@ -62,7 +62,7 @@ def is_ours(filename: str) -> bool:
 
 
 def where(frame: traceback.FrameSummary | None) -> str:
-    """``seed_core/models.py:88 in load_policy`` (relative to the project when ours)."""
+    """``seed_core/modeling/models.py:88 in load_policy`` (relative to the project when ours)."""
     if frame is None:
         return "no traceback"
     path = Path(frame.filename)

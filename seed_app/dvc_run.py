@@ -30,9 +30,9 @@ from flows.common import (PARENT_RUN_VAR, PIPELINE_FLOW_RUN_VAR, add_flow_run_ta
 from flows import results, run_inputs, servers, stage_graph
 from seed_app import dvc_lock, interrupt, workspace
 from seed_app.services import QUIET_ENV, pipeline_servers
-from seed_core import timing
+from seed_core.runtime import timing
 from seed_core.config import ConfigError, project_root
-from seed_core.io import KnownError
+from seed_core.runtime.io import KnownError
 from seed_core.loader import load_config
 from seed_core.tracking import open_run, tracking_uri
 

@@ -5,13 +5,13 @@ workspace, start Prefect or MLflow, or launch DVC: a first run on a machine that
 ends in one line at once, not after the servers started and a stage failed (issue 31). Each check is the
 one the stage itself runs later, called early and kept cheap (no model is loaded, no game directory scanned):
 
-* ``model.path``: the model directory ``prepare_model`` resolves (``seed_core.models.resolve_model_path``:
+* ``model.path``: the model directory ``prepare_model`` resolves (``seed_core.modeling.models.resolve_model_path``:
   relative paths under ``$MODELS_ROOT``, else ``<project>/models``, then the project), unless it names a
   model seed builds itself (``BUILDABLE_MODELS``, the names of ``seed_core.stages.prepare_model.BUILDERS``);
 * ALFWorld's evaluation splits under ``$ALFWORLD_DATA`` (the message of ``seed_core.alfworld.games``);
 * the data directories ``env.search_qa.data_dir`` and ``env.webshop.data_dir``, the dense retriever's encoder
   and the real WebShop package (the messages of their loaders);
-* the endpoints: the Search-QA retriever, remote vLLM engines and the annotator (``seed_core.preflight``).
+* the endpoints: the Search-QA retriever, remote vLLM engines and the annotator (``seed_core.analyzer.preflight``).
 
 A failure is an ``InputError``, a ``ConfigError``: the command prints it as one line and exits 2. Torch is
 never imported here (the ``seed`` command's modules stay torch-free, tests/unit/test_layering.py).
@@ -55,7 +55,7 @@ def check_model(cfg: SeedConfig) -> None:
     path = cfg.model.path
     if Path(path).name in BUILDABLE_MODELS:
         return
-    from seed_core.io import aside_path  # a checkpoint swap killed half-way: the stage renames it back
+    from seed_core.runtime.io import aside_path  # a checkpoint swap killed half-way: the stage renames it back
 
     candidates = model_candidates(path)
     found = next((c for c in candidates if c.exists() or aside_path(c).is_dir()), None)
@@ -110,8 +110,8 @@ def check_data_dirs(cfg: SeedConfig) -> None:
 
 def check_endpoints(cfg: SeedConfig) -> None:
     """The retriever URL, remote vLLM engines and the annotator's endpoint answer (``check_services``)."""
-    from seed_core.io import KnownError
-    from seed_core.preflight import ServiceUnavailableError, check_services
+    from seed_core.runtime.io import KnownError
+    from seed_core.analyzer.preflight import ServiceUnavailableError, check_services
 
     try:
         check_services(cfg, analyzer=cfg.annotate.client)

@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterator
 from seed_core.config import ConfigError, SeedConfig, flatten, project_root
 
 SMOLLM2 = "smollm2-135m-instruct"
-"""The policy and annotator model of a rehearsal (``seed_core.model_builders.prepare_smollm2`` builds it)."""
+"""The policy and annotator model of a rehearsal (``seed_core.modeling.builders.prepare_smollm2`` builds it)."""
 ACCELERATE_TWINS = {
     "configs/accelerate/8gpu_fsdp.yaml": "configs/accelerate/cpu_2proc_fsdp.yaml",
     "configs/accelerate/2x8gpu_fsdp.yaml": "configs/accelerate/cpu_2proc_fsdp.yaml",
@@ -138,8 +138,8 @@ def annotator_server(cfg: SeedConfig, log_dir: Path) -> Iterator[str]:
     no authentication) with seed's worker extension, and keeps its API key to itself. An annotator needs none of
     that, so it is a plain ``api_server`` whose only routes are the key-checked OpenAI ones; it reuses the engine's
     supervisor, CPU scheduler flags, port picking and ``Engine`` for health and stopping."""
-    from seed_core.endpoints import models_root
-    from seed_core.model_builders import prepare_smollm2
+    from seed_core.runtime.endpoints import models_root
+    from seed_core.modeling.builders import prepare_smollm2
     from seed_core.rollout.vllm_engine import Engine, cpu_scheduler_args, free_port, resolve_python
 
     model, python = prepare_smollm2(models_root() / SMOLLM2), resolve_python(cfg.generation.vllm)

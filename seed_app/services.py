@@ -15,7 +15,7 @@ from typing import Iterator
 
 from flows import servers, warm
 from seed_app import reaper
-from seed_core import timing
+from seed_core.runtime import timing
 from seed_core.config import endpoint_env, project_root
 from seed_core.tracking import artifact_location, tracking_uri
 

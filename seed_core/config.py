@@ -3,9 +3,9 @@
 ``params.yaml`` is complete and authoritative; the defaults here exist so tests can build small
 configs. Open sets (environments, backends, clients, losses, algorithms) are plain strings here; the loader
 (``seed_core.loader``) checks them against their name tables (``seed_core.registries``), so this module imports
-only pydantic, io and ``seed_core.endpoints`` and sits below every module that reads a config.
+only pydantic, io and ``seed_core.runtime.endpoints`` and sits below every module that reads a config.
 Closed sets are ``Literal``. Environment variables are read only for secrets and endpoints (``endpoint_env``,
-re-exported from ``seed_core.endpoints``), also from ``<project>/.env``.
+re-exported from ``seed_core.runtime.endpoints``), also from ``<project>/.env``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from seed_core.endpoints import (  # noqa: F401  (the config API: secrets and endpoints, read in one place)
+from seed_core.runtime.endpoints import (  # noqa: F401  (the config API: secrets and endpoints, read in one place)
     ENDPOINT_VARS,
     ENV_FILE,
     SECRET_VARS,
@@ -284,7 +284,7 @@ class AnnotateConfig(Section):
     """Version tag of the analyzer prompt; part of the annotation cache key."""
     static_skill_tokens: int = Field(96, ge=1, le=131_072)
     """Token budget (policy tokenizer) of one task type's static skill text, general skills included: the
-    library the "*" rows and the static teacher contexts put into the prompt (``seed_core.static_skills``)."""
+    library the "*" rows and the static teacher contexts put into the prompt (``seed_core.skills.static``)."""
 
 
 class SFTConfig(Section):
@@ -342,7 +342,7 @@ class RLConfig(Section):
     """RLSD: eps_w, the reweighting factor is clipped to [1 - eps_w, 1 + eps_w]."""
     static_skills_dir: str = ""
     """User-written static skill library (general_skills.md, <type>.md, skill_mapping.json); empty = the one
-    aggregated from the Stage-1 annotations (``data/annotate/static_skills``, ``seed_core.static_skills``)."""
+    aggregated from the Stage-1 annotations (``data/annotate/static_skills``, ``seed_core.skills.static``)."""
     max_step_skills: int = Field(5, ge=0, le=1000)
     """Step skills per trajectory asked from the analyzer by algorithms that use them (OPID: 5; Search 2)."""
     lr: float = Field(1e-6, gt=0.0, le=1.0)
@@ -391,7 +391,7 @@ class RLConfig(Section):
 
 class TestbedConfig(Section):
     """The testbed model (``model.path: testbed``): a small Qwen2 pretrained on the environment's own text
-    by ``prepare_model`` so that learning is measurable on a CPU (``seed_core.testbed``)."""
+    by ``prepare_model`` so that learning is measurable on a CPU (``seed_core.modeling.testbed``)."""
 
     episodes: int = Field(default=600, ge=1, le=1_000_000)
     """Noisy-expert pretraining episodes (train-split tasks)."""
@@ -437,7 +437,7 @@ class SweepConfig(Section):
 class EvalConfig(Section):
     num_tasks: int = Field(8, ge=1, le=1_000_000)
     """Instances per split: the first ``num_tasks`` of the split's fixed panel ``data/panels/<env>-<split>.json``
-    (``seed_core.task_sets``), all of them when the panel covers the whole split and holds fewer."""
+    (``seed_core.data_gen.task_sets``), all of them when the panel covers the whole split and holds fewer."""
     repeats: int = Field(1, ge=1, le=1000)
     """Episodes per instance, each with its own sampling seed; success is their mean (the papers' avg@k)."""
     splits: list[str] = Field(["test"], min_length=1)
@@ -482,7 +482,7 @@ class SeedConfig(Section):
 
 def dump_resolved(cfg: SeedConfig, path: str | Path) -> Path:
     """Write the resolved config as JSON next to a stage's outputs (atomic; io loads pyarrow, so lazily)."""
-    from seed_core.io import atomic_write_text
+    from seed_core.runtime.io import atomic_write_text
 
     return atomic_write_text(Path(path), json.dumps(cfg.model_dump(mode="json"), indent=2, sort_keys=True))
 

@@ -263,7 +263,7 @@ def stage_parser(description: str) -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> SeedConfig:
     """The entry point's config (``--config`` + ``--set``); also sends the engine's log lines to stderr."""
-    from seed_core.logs import configure
+    from seed_core.runtime.logs import configure
 
     configure(getattr(args, "log_level", None))
     one_line_errors(_main_module().rsplit(".", 1)[-1])
@@ -276,7 +276,7 @@ def config_from_args(args: argparse.Namespace) -> SeedConfig:
 
 @contextlib.contextmanager
 def stage_errors(stage: str, *errors: type[BaseException]) -> Iterator[None]:
-    """An engine entry point's known bad-setup or bad-input ``errors``, and every error ``seed_core.io.one_line``
+    """An engine entry point's known bad-setup or bad-input ``errors``, and every error ``seed_core.runtime.io.one_line``
     knows (a ``KnownError``: unloadable weights, a damaged input; a full disk, an unwritable output directory),
     exit with one line, ``seed <stage>: <message>`` (the message names the fix), not a traceback."""
     try:
@@ -284,7 +284,7 @@ def stage_errors(stage: str, *errors: type[BaseException]) -> Iterator[None]:
     except errors as err:
         raise SystemExit(f"seed {stage}: {err}") from None
     except Exception as err:
-        from seed_core.io import one_line
+        from seed_core.runtime.io import one_line
 
         message = one_line(err)
         if message is None:
@@ -300,13 +300,13 @@ def _main_module() -> str:
 
 
 def one_line_errors(stage: str) -> None:
-    """From here on, an error that ``seed_core.io.one_line`` knows ends the process, uncaught, with
+    """From here on, an error that ``seed_core.runtime.io.one_line`` knows ends the process, uncaught, with
     ``seed <stage>: <message>`` on stderr (exit status 1) instead of a traceback; any other error keeps its
     traceback. For the entry points that do not wrap their work in ``stage_errors`` (and the flows)."""
     previous = getattr(sys.excepthook, "seed_previous", sys.excepthook)
 
     def hook(kind: type[BaseException], err: BaseException, tb: Any) -> None:
-        from seed_core.io import one_line
+        from seed_core.runtime.io import one_line
 
         message = one_line(err) if isinstance(err, Exception) else None
         if message is None:

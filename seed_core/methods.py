@@ -34,7 +34,7 @@ class Method:
     policy: str
     """``vanilla``, ``sft`` or a key of ALGORITHMS: the checkpoint that is evaluated."""
     with_skills: bool
-    """Every task is played with the static skill of its type in the prompt (``seed_core.static_skills``)."""
+    """Every task is played with the static skill of its type in the prompt (``seed_core.skills.static``)."""
     label: str
     """Row label in the tables (the paper's name)."""
     rank: int

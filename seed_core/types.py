@@ -1,6 +1,6 @@
 """The data contract between stages (DESIGN §4): tasks, step records, annotations, evaluation rows.
 
-Records are frozen dataclasses; ``seed_core.io`` writes them as parquet with an explicit schema.
+Records are frozen dataclasses; ``seed_core.runtime.io`` writes them as parquet with an explicit schema.
 
 Partial task score: an environment whose tasks have a graded outcome (WebShop's purchase score r in
 [0, 1]) reports it as ``StepResult.info[SCORE_INFO_KEY]``; the episode's score is the last value

@@ -7,7 +7,7 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from seed_core import timing
+from seed_core.runtime import timing
 from seed_core.config import SeedConfig
 
 

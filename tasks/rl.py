@@ -11,7 +11,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from seed_core import timing
+from seed_core.runtime import timing
 from seed_core.config import SeedConfig
 from seed_core.stages.launch import run_stage
 from seed_core.tracking import Tracker, use_prompts
@@ -30,7 +30,7 @@ def rl_round(cfg: SeedConfig, round_idx: int, init_checkpoint: Path, out_dir: Pa
     ``init_checkpoint`` (the Stage-1 SFT checkpoint, a declared DVC dependency of the stage).
     """
     with timing.span("imports"):  # the stage module (torch, transformers) on first use
-        from seed_core.io import read_metrics
+        from seed_core.runtime.io import read_metrics
         from seed_core.stages.rl import RoundCarry, round_dir, run_rl_round
     key, done = f"{Path(out_dir).resolve()}|{fingerprint}", round_dir(out_dir, round_idx)
     args = ["--init", str(init_checkpoint), "--out", str(out_dir), "--round", str(round_idx)]

@@ -7,7 +7,7 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from seed_core import timing
+from seed_core.runtime import timing
 from seed_core.config import SeedConfig
 from seed_core.stages.launch import run_stage
 from seed_core.tracking import Tracker
@@ -20,7 +20,7 @@ def sft(cfg: SeedConfig, model_dir: Path, annotate_dir: Path, collect_dir: Path,
     when ``sft.include_expert``) -> ``out_dir/checkpoint`` and ``out_dir/loss.csv``."""
     with timing.span("imports"):  # the stage module (torch, transformers) on first use
         from seed_core.stages.sft import run_sft
-        from seed_core.io import read_metrics
+        from seed_core.runtime.io import read_metrics
     args = ["--model", str(model_dir), "--annotate", str(annotate_dir), "--collect", str(collect_dir), "--out",
             str(out_dir)]
     metrics = run_stage(cfg, "seed_core.stages.sft", args, lambda: run_sft(

@@ -8,7 +8,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from seed_core import timing
+from seed_core.runtime import timing
 from seed_core.config import SeedConfig
 from seed_core.tracking import Tracker
 

@@ -89,7 +89,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A ~1M-parameter random Qwen2 + trained BPE tokenizer with a ChatML template (built once, < 1 s)."""
-    from seed_core.model_builders import build_tiny_model
+    from seed_core.modeling.builders import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny-qwen2")
 
@@ -98,6 +98,6 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_policy(tiny_model_dir: Path):
     """A fresh trainable Policy on the tiny model (cpu, fp32)."""
     from seed_core.config import ModelConfig
-    from seed_core.models import load_policy
+    from seed_core.modeling.models import load_policy
 
     return load_policy(ModelConfig(path=str(tiny_model_dir), device="cpu"))

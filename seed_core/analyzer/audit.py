@@ -112,8 +112,8 @@ def round_skill_sample(cfg: Any, round_path: Path, rows: int) -> list[dict[str, 
     configured environment where it has a judge; [] when the round has no analyses."""
     from seed_core.algorithms import ALGORITHMS
     from seed_core.envs import ENVS
-    from seed_core.io import read_records
-    from seed_core.task_sets import read_tasks
+    from seed_core.runtime.io import read_records
+    from seed_core.data_gen.task_sets import read_tasks
 
     annotations = read_records(round_path / "annotations.parquet", AnnotationRecord)
     if not annotations:

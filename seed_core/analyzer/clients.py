@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from seed_core.io import KnownError
+from seed_core.runtime.io import KnownError
 from seed_core.registries import CLIENTS  # noqa: F401  (the table of clients, by name)
 from seed_core.rollout.batch_plan import unique_by_length
 from seed_core.types import Task
@@ -160,7 +160,7 @@ def _chat_prompt_counter(backend: Any) -> Callable[[str], int]:
     """Prompt length in tokens after the chat template, as the backend will see it."""
 
     def count(prompt: str) -> int:
-        from seed_core.models import encode_prompt
+        from seed_core.modeling.models import encode_prompt
 
         policy = backend.policy
         return len(encode_prompt(policy.tokenizer, prompt, policy.chat_template_kwargs))
@@ -200,7 +200,7 @@ def checkpoint_client(
             "the 'checkpoint' analyzer client needs a checkpoint directory: pass checkpoint= "
             "(the Stage-1 SFT output) or set rl.analyzer_checkpoint in params.yaml"
         )
-    from seed_core.models import load_policy
+    from seed_core.modeling.models import load_policy
     from seed_core.rollout.backends import BACKENDS
 
     policy = load_policy(cfg.model, path, trainable=False)

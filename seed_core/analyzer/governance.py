@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from seed_core.io import KnownError
+from seed_core.runtime.io import KnownError
 from seed_core.registry import Registry
 
 ANALYZER_DIR, STATE_FILE = "analyzer", "governance.json"
@@ -107,7 +107,7 @@ class AnalyzerWeights:
     @classmethod
     def load(cls, model_cfg: Any, folder: Path) -> "AnalyzerWeights":
         """What ``save`` wrote in ``folder`` (``round_XXX/analyzer``)."""
-        from seed_core.models import load_policy
+        from seed_core.modeling.models import load_policy
 
         state = json.loads((Path(folder) / STATE_FILE).read_text())
         model = load_policy(model_cfg, folder, trainable=False).model.eval()

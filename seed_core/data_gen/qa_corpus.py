@@ -1,6 +1,6 @@
 """Generate the offline Search-QA data: a corpus about fictional entities and questions answered by it.
 
-    python -m seed_core.generate_data search_qa --config params.yaml --out data/search_qa
+    python -m seed_core.data_gen.generate search_qa --config params.yaml --out data/search_qa
 
 World: ``num_people`` people, about a third as many cities, a quarter as many companies and a tenth
 as many countries, all with made-up names (``names.NameMaker``). Facts come from fixed templates:
@@ -162,7 +162,7 @@ def generate_qa(spec: QAGenSpec = QAGenSpec()) -> QADataset:
 
 def write_qa(dataset: QADataset, out_dir: str | Path) -> dict[str, float]:
     """Write the corpus and the splits into ``out_dir``; return the counts written."""
-    from seed_core.io import write_json
+    from seed_core.runtime.io import write_json
 
     out = Path(out_dir)
     write_corpus(dataset.passages, out / "corpus.jsonl")

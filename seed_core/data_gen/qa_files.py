@@ -46,7 +46,7 @@ def write_split(items: Sequence[QAItem], path: str | Path) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from seed_core.io import atomic_write_bytes
+    from seed_core.runtime.io import atomic_write_bytes
 
     columns = {
         "id": [i.id for i in items],
@@ -77,7 +77,7 @@ def read_split(path: str | Path) -> list[QAItem]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"Search-QA split {path} does not exist; generate it with "
-                                "`python -m seed_core.generate_data search_qa --out DIR` or point env.search_qa.data_dir "
+                                "`python -m seed_core.data_gen.generate search_qa --out DIR` or point env.search_qa.data_dir "
                                 "at a directory holding Search-R1's <split>.parquet files")
     rows = pq.read_table(path).to_pylist()
     items: list[QAItem] = []

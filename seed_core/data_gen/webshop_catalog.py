@@ -1,6 +1,6 @@
 """Generate the WebShop catalogue (products) and shopping goals drawn from it.
 
-    python -m seed_core.generate_data webshop --config params.yaml --out data/webshop
+    python -m seed_core.data_gen.generate webshop --config params.yaml --out data/webshop
 
 Products: for each of WebShop's five categories (beauty, electronics, fashion, food, furniture) a few
 product types, each with a ``›`` category path, head nouns, buying options (name -> values, e.g.

@@ -209,7 +209,7 @@ class ALFWorldEnv(TimeLimit):
         return oracle.hindsight(goal, task_text, list(walkthrough), [a.strip().lower() for a in actions], success)
 
     def instance_values(self, task: Task) -> dict[str, str]:
-        """The goal's object, receptacle and lamp types as type-level phrases (``seed_core.static_skills``)."""
+        """The goal's object, receptacle and lamp types as type-level phrases (``seed_core.skills.static``)."""
         goal = game_plan(_gamefile(task))[0]
         values = {goal.object_type: "<object>", goal.receptacle_type: "<receptacle>", goal.lamp_type: "<lamp>"}
         return {k: v for k, v in values.items() if k.strip()}

@@ -436,7 +436,7 @@ class EZPointsEnv(SeededTaskSet, TimeLimit):
         return False
 
     def instance_values(self, task: Task) -> dict[str, str]:
-        """The values of this instance (``seed_core.static_skills`` step 3): the two card values and card names,
+        """The values of this instance (``seed_core.skills.static`` step 3): the two card values and card names,
         cut out of a type-level skill ("the card numbers 4 and 8" -> "the card numbers")."""
         game, labels = self.new_game(task)
         return {**{str(c): "" for c in game.cards}, **{label: "" for label in labels}}

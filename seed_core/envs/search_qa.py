@@ -113,7 +113,7 @@ def load_data(settings: SearchQASettings) -> QAData:
     root = _data_root(settings)
     if not root.is_dir():
         raise FileNotFoundError(f"env.search_qa.data_dir {root} does not exist; generate it with "
-                                f"`python -m seed_core.generate_data search_qa --out {settings.data_dir}` or set it to ''")
+                                f"`python -m seed_core.data_gen.generate search_qa --out {settings.data_dir}` or set it to ''")
     splits = {p.stem: read_split(p) for p in sorted(root.glob("*.parquet"))}
     if not splits:
         raise FileNotFoundError(f"env.search_qa.data_dir {root} holds no <split>.parquet files")
@@ -203,7 +203,7 @@ class SearchQAEnv(TimeLimit):
 
     @staticmethod
     def check_service(cfg: EnvConfig, timeout_s: float) -> str | None:
-        """``seed_core.preflight``: one one-query search at ``env.search_qa.retriever_url`` (Search-R1 API); what
+        """``seed_core.analyzer.preflight``: one one-query search at ``env.search_qa.retriever_url`` (Search-R1 API); what
         failed, or None (no URL set, or it answers)."""
         settings = cfg.search_qa
         if not settings.retriever_url:
@@ -356,7 +356,7 @@ class SearchQAEnv(TimeLimit):
                 "episode_skill": f"Avoid this mistake: {mistake} {workflow}"}
 
     def instance_values(self, task: Task) -> dict[str, str]:
-        """The question's gold-path entities and answers as type-level phrases (``seed_core.static_skills``)."""
+        """The question's gold-path entities and answers as type-level phrases (``seed_core.skills.static``)."""
         item = _item(task)
         values = {a: "the answer" for a in item.golden_answers}
         values.update({t: "<entity named in the previous passage>" for t in item.gold_docs[1:]})

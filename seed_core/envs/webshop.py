@@ -233,7 +233,7 @@ class WebShopEnv(TimeLimit):
                 "episode_skill": f"Avoid this mistake: {mistake} Workflow: {workflow}"}
 
     def instance_values(self, task: Task) -> dict[str, str]:
-        """The goal's product, attributes, options and price as type-level phrases (``seed_core.static_skills``)."""
+        """The goal's product, attributes, options and price as type-level phrases (``seed_core.skills.static``)."""
         engine = _make_engine(self.settings)
         engine.reset(int(task.payload.get("goal_index", task.seed)))
         goal = engine.goal

@@ -11,7 +11,7 @@ from pathlib import Path
 from seed_core.lineage import code_closure
 from seed_core.algorithms import ALGORITHMS, algorithm_keys
 from seed_core.config import SeedConfig, project_root
-from seed_core.io import DataFileError, atomic_write_text
+from seed_core.runtime.io import DataFileError, atomic_write_text
 from seed_core.lineage.stage_code import RL_STAGE, selection
 from seed_core.lineage.stage_params import FOREACH_KEYS, project
 
@@ -47,7 +47,7 @@ def rl_inputs(cfg: SeedConfig) -> dict[str, Path]:
     """The data the rounds read besides the starting checkpoint (the rl stage's other DVC data deps): the ALFWorld
     training games, and for an algorithm that reads it the static skill library (``rl.static_skills_dir``, else
     the annotate stage's)."""
-    from seed_core.static_skills import default_dir
+    from seed_core.skills.static import default_dir
 
     inputs = {"alfworld_games": project_root() / cfg.env.alfworld.generated_dir}
     if ALGORITHMS.get(cfg.rl.algorithm).skill_source == "static":

@@ -8,7 +8,7 @@ test_side_tables.py`` fails with these lines, so an addition cannot forget one; 
 |---|---|---|
 | its settings section | ``EnvConfig.<name>`` in ``seed_core/config.py`` | ``env.<name>`` in params.yaml is validated there |
 | its params.yaml section | ``env: <name>:`` in ``params.yaml`` (then ``python scripts/make_presets.py``) | params.yaml is complete |
-| its evaluation panel | ``data/panels/<name>-<split>.json`` (``python -m seed_core.generate_data panels``) | held-out instances are fixed |
+| its evaluation panel | ``data/panels/<name>-<split>.json`` (``python -m seed_core.data_gen.generate panels``) | held-out instances are fixed |
 """
 
 from __future__ import annotations
@@ -32,6 +32,6 @@ def missing_env_entries(name: str, root: Path | None = None) -> list[str]:
         missing.append(f"params.yaml: env has no {name!r} section; add its defaults, then run "
                        "`python scripts/make_presets.py`")
     if not sorted((root / "data" / "panels").glob(f"{name}-*.json")):
-        missing.append(f"data/panels/: no {name}-<split>.json; write it with `python -m seed_core.generate_data "
+        missing.append(f"data/panels/: no {name}-<split>.json; write it with `python -m seed_core.data_gen.generate "
                        f"panels --config params.yaml --set env.name={name}` and commit it")
     return missing

@@ -46,12 +46,12 @@ BUILD = "seed_core.repro.golden_build"
 """The module whose import closure is the numerics (``numerics_files``)."""
 NOT_NUMERICS = {
     "seed_core/lineage/code_closure.py": "the static import scan behind code fingerprints: reads files, computes no float",
-    "seed_core/logs.py": "logging set-up: where lines go, not what is computed",
+    "seed_core/runtime/logs.py": "logging set-up: where lines go, not what is computed",
     "seed_core/tracking.py": "MLflow logging, off in the golden config (tracking.enabled: false)",
-    "seed_core/endpoints.py": "service URLs and the project root from the environment",
+    "seed_core/runtime/endpoints.py": "service URLs and the project root from the environment",
     "seed_core/lineage/stage_params.py": "which params keys each DVC stage reads (dvc.yaml's params lists)",
     "seed_core/lineage/stage_code.py": "which registry entries a stage's code fingerprint reaches",
-    "seed_core/parent_watch.py": "process lifetime: a launched rank ends when its launcher is gone",
+    "seed_core/runtime/parent_watch.py": "process lifetime: a launched rank ends when its launcher is gone",
 }
 """Files of the build's closure that cannot change a weight (why, each): an edit to them keeps the key. Only code
 that is plainly bookkeeping goes here; on the reference CPU a test rebuilds and compares, which catches a wrong

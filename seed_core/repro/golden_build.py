@@ -47,7 +47,7 @@ def weights_sha256(model_dir: Path) -> str:
 def build(workdir: Path) -> dict[str, str]:
     """Build the golden testbed and its RL round 0 under ``workdir``; the sha256 of each one's weights."""
     from seed_core.stages.rl import round_dir, run_rl_round
-    from seed_core.testbed import build_testbed_model
+    from seed_core.modeling.testbed import build_testbed_model
 
     cfg = golden_config()
     testbed = build_testbed_model(cfg, Path(workdir) / "testbed")

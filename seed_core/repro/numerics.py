@@ -141,7 +141,7 @@ def mlflow_params(rec: dict[str, Any] | None = None) -> dict[str, str]:
 def write_resolved(cfg: SeedConfig, path: str | Path) -> Path:
     """``resolved_config.json``: the resolved config (``seed_core.config.dump_resolved``) plus the ``numerics``
     section of this process (``record()``), atomically."""
-    from seed_core.io import atomic_write_text
+    from seed_core.runtime.io import atomic_write_text
 
     data = {**cfg.model_dump(mode="json"), RECORD_KEY: record()}
     return atomic_write_text(Path(path), json.dumps(data, indent=2, sort_keys=True))

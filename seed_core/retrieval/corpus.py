@@ -34,7 +34,7 @@ def make_contents(title: str, text: str) -> str:
 
 
 def write_corpus(passages: Iterable[Passage], path: str | Path) -> Path:
-    from seed_core.io import atomic_write_text  # pyarrow-heavy module: import on write only
+    from seed_core.runtime.io import atomic_write_text  # pyarrow-heavy module: import on write only
 
     lines = [json.dumps({"id": p.id, "contents": p.contents}, ensure_ascii=False) for p in passages]
     return atomic_write_text(Path(path), "\n".join(lines) + "\n")
@@ -46,7 +46,7 @@ def read_corpus(path: str | Path) -> list[Passage]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"retrieval corpus {path} does not exist; generate it with "
-                                "`python -m seed_core.generate_data search_qa` or point at a Search-R1 corpus jsonl")
+                                "`python -m seed_core.data_gen.generate search_qa` or point at a Search-R1 corpus jsonl")
     passages: list[Passage] = []
     with path.open(encoding="utf-8") as fh:
         for number, line in enumerate(fh, start=1):

@@ -24,7 +24,7 @@ from seed_core.rollout.batch_plan import MIN_BATCH_ROWS, unique_rows
 from seed_core.rollout.completion import Completion, cut_at_eos, eos_ids
 
 if TYPE_CHECKING:  # transformers loads only when a backend is built (load_config checks names only)
-    from seed_core.models import Policy
+    from seed_core.modeling.models import Policy
 
 
 class GenerationBackend(Protocol):
@@ -60,7 +60,7 @@ class HFBackend:
 
     def encode(self, prompt: str) -> list[int]:
         """Chat-templated prompt ids, cut from the left to ``max_prompt_tokens``."""
-        from seed_core.models import encode_prompt
+        from seed_core.modeling.models import encode_prompt
 
         ids = encode_prompt(self.policy.tokenizer, prompt, self.policy.chat_template_kwargs)
         return ids[-self.gen_cfg.max_prompt_tokens:]

@@ -27,7 +27,7 @@ from seed_core.config import EnvConfig
 from seed_core.envs import make_env
 from seed_core.envs.base import TextEnv, TimeLimit
 from seed_core.rollout.completion import Completion
-from seed_core.skill_insert import insert_episode_skill
+from seed_core.skills.insert import insert_episode_skill
 from seed_core.types import HistoryItem, StepRecord, Task
 
 

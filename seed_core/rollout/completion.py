@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from seed_core.models import Policy
+    from seed_core.modeling.models import Policy
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from seed_core.rollout.vllm_engine import (
 )
 
 if TYPE_CHECKING:
-    from seed_core.models import Policy
+    from seed_core.modeling.models import Policy
 
 MAX_IN_FLIGHT = 256
 """Requests open at once per engine (the engine's own scheduler batches and queues them)."""
@@ -76,7 +76,7 @@ class VLLMBackend:
                  local_rank: int | None = None) -> None:
         if policy.source is None:
             raise EngineError("the vllm backend needs policy.source (the model directory the engine loads); "
-                              "load the policy with seed_core.models.load_policy")
+                              "load the policy with seed_core.modeling.models.load_policy")
         self.policy = policy
         self.gen_cfg = gen_cfg
         self.cfg = gen_cfg.vllm
@@ -127,7 +127,7 @@ class VLLMBackend:
 
     def encode(self, prompt: str) -> list[int]:
         """Chat-templated prompt ids, cut from the left to ``max_prompt_tokens`` (as ``HFBackend.encode``)."""
-        from seed_core.models import encode_prompt
+        from seed_core.modeling.models import encode_prompt
 
         ids = encode_prompt(self.policy.tokenizer, prompt, self.policy.chat_template_kwargs)
         return ids[-self.gen_cfg.max_prompt_tokens:]

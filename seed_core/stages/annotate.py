@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING
 from seed_core.analyzer.parse import skill_metrics
 from seed_core.config import ConfigError, SeedConfig
 from seed_core.repro.numerics import write_resolved
-from seed_core.io import DataFileError, KnownError, atomic_write_text, read_records, write_json, write_records
+from seed_core.runtime.io import DataFileError, KnownError, atomic_write_text, read_records, write_json, write_records
 from seed_core.loader import config_from_args, stage_errors, stage_parser
-from seed_core.logs import Progress
-from seed_core.task_sets import read_tasks
+from seed_core.runtime.logs import Progress
+from seed_core.data_gen.task_sets import read_tasks
 from seed_core.tracking import NullTracker, Tracker, traced_llm_calls, use_prompts
 from seed_core.types import AnnotationRecord, StepRecord, Task
 
@@ -124,13 +124,13 @@ def run_annotate(cfg: SeedConfig, collect_dir: Path, out_dir: Path, tracker: Tra
 def write_static_library(cfg: SeedConfig, annotations: list[AnnotationRecord],
                          trajectories: dict[str, list[StepRecord]], out: Path, tasks: dict[str, Task] | None = None,
                          env: "TextEnv | None" = None) -> Path:
-    """The static skill library aggregated from these annotations (``seed_core.static_skills``: type-level
+    """The static skill library aggregated from these annotations (``seed_core.skills.static``: type-level
     statements within ``annotate.static_skill_tokens`` policy tokens, each episode's instance values, from the
     env's ``instance_values`` hook where it has one, summarized or dropped), rewritten from scratch so a removed
     task type leaves no file behind."""
     import shutil
 
-    from seed_core.static_skills import Note, aggregate, token_counter
+    from seed_core.skills.static import Note, aggregate, token_counter
 
     hook = getattr(env, "instance_values", None)
     values: dict[str, dict[str, str]] = {}

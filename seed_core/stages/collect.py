@@ -11,9 +11,9 @@ from pathlib import Path
 
 from seed_core.config import SeedConfig
 from seed_core.repro.numerics import write_resolved
-from seed_core.io import write_json, write_records
+from seed_core.runtime.io import write_json, write_records
 from seed_core.loader import config_from_args, stage_errors, stage_parser
-from seed_core.task_sets import require_tasks, task_seed, write_tasks
+from seed_core.data_gen.task_sets import require_tasks, task_seed, write_tasks
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import StepRecord
 
@@ -23,12 +23,12 @@ log = logging.getLogger(__name__)
 def run_collect(cfg: SeedConfig, model_dir: Path, out_dir: Path, tracker: Tracker | None = None) -> dict[str, float]:
     """Writes trajectories.parquet, tasks.json, expert.parquet (empty unless collect.expert_episodes > 0), metrics.json."""
     from seed_core.envs import make_env
-    from seed_core.models import load_policy
+    from seed_core.modeling.models import load_policy
     from seed_core.rollout.backends import BACKENDS
     from seed_core.rollout.collector import rollout, rollout_metrics
     from seed_core.rollout.expert import play_expert
 
-    from seed_core.preflight import check_services
+    from seed_core.analyzer.preflight import check_services
 
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="base model directory")
     parser.add_argument("--out", required=True, help="output directory, e.g. data/collect")
     args = parser.parse_args()
-    from seed_core.preflight import ServiceUnavailableError
+    from seed_core.analyzer.preflight import ServiceUnavailableError
 
     with stage_errors("collect", ServiceUnavailableError):  # the message names the service, its URL and the fix
         print(run_collect(config_from_args(args), Path(args.model), Path(args.out)))

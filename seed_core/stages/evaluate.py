@@ -3,14 +3,14 @@
     python -m seed_core.stages.evaluate --config params.yaml --checkpoint data/rl/seed/checkpoint --method seed --out data/eval/seed
 
 A "*" method (``skill_grpo_star``, ``seed_core.methods``) plays every task with the static skill of its task
-type in the prompt (``seed_core.static_skills``), never a skill derived from the episode being evaluated:
+type in the prompt (``seed_core.skills.static``), never a skill derived from the episode being evaluated:
 the paper's "*" rows (Skill-GRPO*). With ``eval.with_skills`` a plain method also plays those episodes,
 recorded as its "*" method (``<method>_star``, metrics ``eval/with_skills/...``). With ``eval.skill_prompt``
 it also runs the ``skill_prompt`` baseline: each task is played once, the policy analyses its own episode,
 and the task is replayed with that skill in the prompt (rows ``<method>_replay``; a second attempt with
 feedback, *not* the paper's "*" rows). All of these rows have ``skill_prompt = True``.
 
-Which instances: each split's fixed panel ``data/panels/<env>-<split>.json`` (``seed_core.task_sets``), its
+Which instances: each split's fixed panel ``data/panels/<env>-<split>.json`` (``seed_core.data_gen.task_sets``), its
 first ``eval.num_tasks`` ids in panel order, the same on every machine; a missing panel stops the stage naming
 the file and the command that writes it. Each instance is played ``eval.repeats`` times (repeat ``r`` samples
 with ``task_seed(cfg, "eval", r)``, so repeat 0 is the same episode whatever ``eval.repeats``); the rates are
@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from seed_core.config import SeedConfig, project_root
 from seed_core.repro.numerics import write_resolved
-from seed_core.io import write_json, write_records
+from seed_core.runtime.io import write_json, write_records
 from seed_core.loader import config_from_args, stage_errors, stage_parser
-from seed_core.logs import Progress
-from seed_core.task_sets import panel_tasks, task_seed
+from seed_core.runtime.logs import Progress
+from seed_core.data_gen.task_sets import panel_tasks, task_seed
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import EvalRecord, StepRecord, Task
 
@@ -164,8 +164,8 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
     panel (``eval_tasks``) ``eval.repeats`` times."""
     from seed_core.envs import make_env
     from seed_core.methods import METHODS
-    from seed_core.models import load_policy
-    from seed_core.preflight import check_services
+    from seed_core.modeling.models import load_policy
+    from seed_core.analyzer.preflight import check_services
     from seed_core.rollout.backends import BACKENDS
 
     out_dir = Path(out_dir)
@@ -178,7 +178,7 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
     starred = method in METHODS and METHODS.get(method).with_skills
     library = None
     if starred or cfg.eval.with_skills:  # "*" rows: the static skill of the task's type, never the episode's
-        from seed_core.static_skills import for_config
+        from seed_core.skills.static import for_config
 
         library = for_config(cfg)
     policy = load_policy(cfg.model, checkpoint, trainable=False)
@@ -212,7 +212,7 @@ def main() -> None:
     parser.add_argument("--method", required=True, help="row label in the tables, e.g. grpo, seed, vanilla")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    from seed_core.preflight import ServiceUnavailableError
+    from seed_core.analyzer.preflight import ServiceUnavailableError
 
     with stage_errors("evaluate", ServiceUnavailableError):  # the message names the service, its URL and the fix
         print(run_evaluate(config_from_args(args), Path(args.checkpoint), Path(args.out), args.method))

@@ -20,7 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from seed_core.config import SeedConfig
-from seed_core.io import write_json
+from seed_core.runtime.io import write_json
 from seed_core.loader import config_from_args, stage_parser
 
 REPORT = "generation_report.json"

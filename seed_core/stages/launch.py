@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from seed_core import timing
+from seed_core.runtime import timing
 from seed_core.config import SeedConfig, project_root
 from seed_core.loader import source_args
 

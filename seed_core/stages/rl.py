@@ -29,13 +29,13 @@ import torch
 from seed_core.algorithms import ALGORITHMS, effective_config, effective_tags, effective_values
 from seed_core.config import SeedConfig
 from seed_core.repro.numerics import write_resolved
-from seed_core.io import (DataFileError, KnownError, atomic_write_text, read_metrics, swap_dir, write_json,
+from seed_core.runtime.io import (DataFileError, KnownError, atomic_write_text, read_metrics, swap_dir, write_json,
                           write_records)
 from seed_core.loader import config_from_args, stage_errors, stage_parser
-from seed_core.logs import Progress
-from seed_core.preflight import ServiceUnavailableError, check_services
+from seed_core.runtime.logs import Progress
+from seed_core.analyzer.preflight import ServiceUnavailableError, check_services
 from seed_core.lineage.resume import StaleRoundsError, check_rounds, rl_fingerprint
-from seed_core.task_sets import require_tasks, task_seed, write_tasks
+from seed_core.data_gen.task_sets import require_tasks, task_seed, write_tasks
 from seed_core.stages import rl_analyzer
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import AnnotationRecord, StepRecord
@@ -259,7 +259,7 @@ def _load_training_state(cfg: SeedConfig, round_idx: int, init_checkpoint: Path,
     """(accelerator, policy, optimizer, ref) from checkpoint ``start``: the policy (LoRA: base + saved adapter),
     ``rl.optim``'s AdamW(lr, betas (0.9, 0.999), weight_decay) with its saved state, and the frozen reference when
     ``rl.kl_coef`` > 0 (the KL term's pi_ref = --init)."""
-    from seed_core.models import load_policy
+    from seed_core.modeling.models import load_policy
     from seed_core.trainer.checkpoint import ADAPTER_DIR
     from seed_core.trainer.optim import build_optimizer
     from seed_core.trainer.scale import apply_lora, check_layout, load_optimizer, make_accelerator, prepare_reference
@@ -298,7 +298,7 @@ def _play(state: RoundState) -> None:
     state.tasks = state.all_tasks[accelerator.process_index::accelerator.num_processes]
     state.version = f"{cfg.rl.algorithm}/round_{state.round_idx:03d}"
     if algorithm.skill_source == "static":
-        from seed_core.static_skills import for_config
+        from seed_core.skills.static import for_config
 
         state.library = for_config(cfg)
     # Skill-GRPO: the policy plays with its task type's static skill in the prompt (§1.10 table)
@@ -317,7 +317,7 @@ def _score(state: RoundState) -> Any:
     """Score: the round's step samples, gathered from every process (``RLSamples``): prompt and response ids,
     each step's score (episode return minus ``env.invalid_action_penalty`` for an invalid format) and, for an
     algorithm with a teacher, the teacher prompt of its context with the step's skill (static or hindsight)."""
-    from seed_core.contexts import TEACHER_CONTEXTS, hindsight_skills, make_encoders, static_skills
+    from seed_core.skills.contexts import TEACHER_CONTEXTS, hindsight_skills, make_encoders, static_skills
     from seed_core.trainer.rl_step import build_samples, gather_samples
 
     cfg, algorithm, policy, records = state.cfg, state.algorithm, state.policy, state.records

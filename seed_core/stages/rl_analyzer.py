@@ -28,8 +28,8 @@ from seed_core.analyzer.audit import audit_metrics, token_budget, warn_if_unsoun
 from seed_core.analyzer.governance import (ANALYZER_DIR, GOVERNANCE, AnalyzerWeights, Governance, GovernanceError,
                                            check_supported, ema_update, refresh_passes)
 from seed_core.analyzer.parse import skill_metrics
-from seed_core.io import write_records
-from seed_core.task_sets import read_tasks, task_seed, write_tasks
+from seed_core.runtime.io import write_records
+from seed_core.data_gen.task_sets import read_tasks, task_seed, write_tasks
 from seed_core.types import StepRecord
 
 log = logging.getLogger(__name__)
@@ -80,8 +80,8 @@ def set_up(state: Any, start: Path | None, out_dir: Path, carried: dict[str, Any
 def _panel(state: Any, out_dir: Path) -> tuple[list[StepRecord], dict[str, Any]]:
     """The gated mode's fixed held-out panel (module docstring): read from ``<out>/audit_panel`` or played now."""
     from seed_core.envs import make_env
-    from seed_core.io import read_records
-    from seed_core.mechanism import held_out_split
+    from seed_core.runtime.io import read_records
+    from seed_core.analyzer.mechanism import held_out_split
     from seed_core.rollout.backends import BACKENDS
     from seed_core.rollout.collector import rollout
 
@@ -202,7 +202,7 @@ def _anchor_step(state: Any, init_checkpoint: Path) -> dict[str, float]:
     cfg, policy = state.cfg, state.policy
     ref = state.ref
     if ref is None and cfg.rl.anchor_kl_coef > 0:  # the KL anchor's pi_0 without the KL term's reference
-        from seed_core.models import load_policy
+        from seed_core.modeling.models import load_policy
 
         ref = load_policy(cfg.model, init_checkpoint, trainable=False).model
     won = {r.traj_id: bool(r.success) for r in state.records}

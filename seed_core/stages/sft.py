@@ -12,10 +12,10 @@ from pathlib import Path
 
 from seed_core.config import SeedConfig
 from seed_core.repro.numerics import write_resolved
-from seed_core.io import DataFileError, atomic_write_text, read_records, write_json
+from seed_core.runtime.io import DataFileError, atomic_write_text, read_records, write_json
 from seed_core.loader import config_from_args, stage_parser
-from seed_core.skill_insert import insert_episode_skill
-from seed_core.task_sets import read_tasks
+from seed_core.skills.insert import insert_episode_skill
+from seed_core.data_gen.task_sets import read_tasks
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import AnnotationRecord, StepRecord
 
@@ -55,7 +55,7 @@ def run_sft(cfg: SeedConfig, model_dir: Path, annotate_dir: Path, out_dir: Path,
     """Writes checkpoint/ (HF dir), loss.csv (step, loss) and metrics.json."""
     import torch
 
-    from seed_core.models import load_policy, make_encoder
+    from seed_core.modeling.models import load_policy, make_encoder
     from seed_core.trainer.scale import apply_lora, check_layout, make_accelerator, save_policy
     from seed_core.trainer.sft import run_sft_loop, tokenize_examples
 

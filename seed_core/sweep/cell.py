@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 from seed_core.algorithms import ALGORITHMS
 from seed_core.config import SeedConfig
-from seed_core.io import write_json
+from seed_core.runtime.io import write_json
 from seed_core.loader import with_overrides
 from seed_core.tracking import NullTracker, Tracker
 

@@ -32,7 +32,7 @@ from typing import Any, Callable
 from filelock import FileLock
 
 from seed_core.config import SeedConfig
-from seed_core.io import recover_dir, swap_dir, write_json
+from seed_core.runtime.io import recover_dir, swap_dir, write_json
 from seed_core.lineage.stage_params import NOT_RESULTS
 from seed_core.tracking import NullTracker, Tracker
 

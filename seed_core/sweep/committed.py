@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from seed_core.io import write_json
+from seed_core.runtime.io import write_json
 from seed_core.sweep.cells import read_keyed
 
 COMMITTED_DIR = Path("sweep") / "cells"

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from seed_core.algorithms import ABLATIONS
-from seed_core.io import atomic_write_text, write_json
+from seed_core.runtime.io import atomic_write_text, write_json
 from seed_core.methods import in_paper_order, label
 
 MECHANISM_LABELS = {

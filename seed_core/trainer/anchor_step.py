@@ -45,7 +45,7 @@ def trajectory_gains(model: torch.nn.Module, samples: Any, traj_ids: Sequence[st
 def analysis_batch(annotations: Sequence[Any], tokenizer: Any, chat_kwargs: dict[str, Any], gains: dict[str, float],
                    won: dict[str, bool]) -> tuple[list[list[int]], list[list[int]], list[float]]:
     """(prompt ids, answer ids, SEED rewards) of every analysis with a non-empty answer."""
-    from seed_core.models import encode_prompt
+    from seed_core.modeling.models import encode_prompt
 
     prompts, answers, rewards = [], [], []
     for a in annotations:

@@ -1,8 +1,8 @@
 """Checkpoints are plain Hugging Face directories, written atomically and durably: built in a temp dir,
-fsynced, then swapped in by ``seed_core.io.swap_dir`` (old aside -> new in -> old deleted; a killed swap is
+fsynced, then swapped in by ``seed_core.runtime.io.swap_dir`` (old aside -> new in -> old deleted; a killed swap is
 recovered by the next one or by ``load_policy``), so some complete checkpoint exists at every moment. A write that
 fails (a full disk, a read-only directory) removes its temp dir and raises one line naming the path and the fix
-(``seed_core.io.writing``)."""
+(``seed_core.runtime.io.writing``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from seed_core.io import recover_dir, swap_dir, writing
+from seed_core.runtime.io import recover_dir, swap_dir, writing
 
 
 ADAPTER_DIR = "adapter"

@@ -467,11 +467,11 @@ def build_samples(
     context: Any = None,
     skills_of: Any = None,
 ) -> RLSamples:
-    """Tokenise step records. ``encoders``: ``seed_core.contexts.Encoders`` (chat template + left cut);
+    """Tokenise step records. ``encoders``: ``seed_core.skills.contexts.Encoders`` (chat template + left cut);
     ``context``: a ``TeacherContext`` (None = no teacher) building each step's teacher prompt from
     ``skills_of(record)``; a step without a skill gets ``teacher_prompt_ids = None`` (no teacher signal). Each
     teacher prompt passes ``check_teacher_rows`` (same response boundary, skill present; a cut is warned about)."""
-    from seed_core.contexts import StepSkills, check_teacher_rows
+    from seed_core.skills.contexts import StepSkills, check_teacher_rows
 
     decode = getattr(encoders, "decode", None)  # the action's tokens (decision_spans) need the tokenizer's decode
     usable = [r for r in records if len(r.response_ids) > 0]

@@ -26,16 +26,16 @@ from typing import Any
 import torch
 
 from seed_core.config import ModelConfig
-from seed_core.io import DataFileError, fsync_file, writing
+from seed_core.runtime.io import DataFileError, fsync_file, writing
 from seed_core.trainer.checkpoint import checkpoint_bytes, save_checkpoint
 
 
 def make_accelerator(model_cfg: ModelConfig) -> Any:
     from accelerate import Accelerator
 
-    from seed_core.parent_watch import watch_launcher
+    from seed_core.runtime.parent_watch import watch_launcher
 
-    watch_launcher()  # a rank of `accelerate launch` ends when its launcher does (seed_core.parent_watch)
+    watch_launcher()  # a rank of `accelerate launch` ends when its launcher does (seed_core.runtime.parent_watch)
     mixed = None if model_cfg.mixed_precision == "no" else model_cfg.mixed_precision
     cpu = model_cfg.device == "cpu" or (model_cfg.device == "auto" and not torch.cuda.is_available())
     accelerator = Accelerator(cpu=cpu, mixed_precision=mixed)

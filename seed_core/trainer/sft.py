@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from seed_core.config import SFTConfig
-from seed_core.logs import Progress
+from seed_core.runtime.logs import Progress
 from seed_core.trainer.distributed import Collective, pad_micro, rank_slice, split_micro
 from seed_core.trainer.logprobs import pack_sequences, response_logprobs
 

@@ -82,7 +82,7 @@ class Catalog:
 
 
 def write_catalog(catalog: Catalog, out_dir: str | Path) -> None:
-    from seed_core.io import write_json  # pyarrow-heavy module: import on write only
+    from seed_core.runtime.io import write_json  # pyarrow-heavy module: import on write only
 
     out = Path(out_dir)
     write_json(out / "products.json", [asdict(p) for p in catalog.products])
@@ -95,7 +95,7 @@ def read_catalog(data_dir: str | Path) -> Catalog:
     for path in files:
         if not path.is_file():
             raise FileNotFoundError(f"WebShop catalogue file {path} does not exist; generate it with "
-                                    f"`python -m seed_core.generate_data webshop --out {root}`")
+                                    f"`python -m seed_core.data_gen.generate webshop --out {root}`")
     products = tuple(Product.from_dict(r) for r in json.loads(files[0].read_text()))
     goals = tuple(Goal.from_dict(r) for r in json.loads(files[1].read_text()))
     return Catalog(products, goals)

@@ -42,7 +42,7 @@ def local_numel(model: torch.nn.Module) -> tuple[int, int, bool]:
 def main() -> None:
     from seed_core.algorithms import ALGORITHMS
     from seed_core.config import ModelConfig, RLConfig
-    from seed_core.models import load_policy
+    from seed_core.modeling.models import load_policy
     from seed_core.trainer.distributed import Collective
     from seed_core.trainer.rl_step import rl_update
     from seed_core.trainer.scale import is_fsdp, make_accelerator, prepare_reference, save_policy

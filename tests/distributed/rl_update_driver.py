@@ -45,7 +45,7 @@ def with_engine_logprobs(samples, model, pad_id: int):
 def main() -> None:
     from seed_core.algorithms import ALGORITHMS
     from seed_core.config import ModelConfig, RLConfig
-    from seed_core.models import load_policy
+    from seed_core.modeling.models import load_policy
     from seed_core.trainer.rl_step import rl_update
     from seed_core.trainer.scale import make_accelerator, prepare_reference
 

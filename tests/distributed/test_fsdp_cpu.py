@@ -52,7 +52,7 @@ def _weights(checkpoint: Path) -> dict[str, torch.Tensor]:
 
 @pytest.mark.timeout(600)
 def test_fsdp2_two_cpu_processes_match_one_process(tiny_model_dir: Path, tmp_path: Path):
-    from seed_core.model_builders import build_tiny_model
+    from seed_core.modeling.builders import build_tiny_model
 
     ref_dir = build_tiny_model(tmp_path / "ref", seed=1)  # a KL reference that differs from the policy
     args = [str(DRIVER), str(tiny_model_dir), str(ref_dir)]
@@ -106,7 +106,7 @@ def test_fsdp2_token_budget_gives_ranks_unequal_micro_batches_and_still_matches_
     pass scores rank 0's rows (lengths 3, 6, 6) in 3 forward passes and rank 1's (4, 5, 6) in 2. FSDP all-gathers
     in every forward, so without padding passes the ranks enter different collectives (gloo aborts or hangs: the
     ALFWorld rehearsal's defect). The 2-process update must run and equal the 1-process one."""
-    from seed_core.model_builders import build_tiny_model
+    from seed_core.modeling.builders import build_tiny_model
     from seed_core.trainer.distributed import rank_slice
 
     sys.path.insert(0, str(DRIVER.parent))
@@ -135,7 +135,7 @@ def test_fsdp2_shared_prefix_scoring_pads_to_the_other_ranks_forward_count_and_m
     """``rl.share_prefix`` on two FSDP2 ranks: rank 0's rows repeat one prompt (its scoring passes take a prefix and a
     continuation forward each), rank 1's are distinct (one forward each); the ranks agree on the count first and the
     update (unshared there: one forward per backward) equals the 1-process update, which shares in the update too."""
-    from seed_core.model_builders import build_tiny_model
+    from seed_core.modeling.builders import build_tiny_model
 
     ref_dir = build_tiny_model(tmp_path / "ref", seed=1)
     args = [str(DRIVER), str(tiny_model_dir), str(ref_dir)]

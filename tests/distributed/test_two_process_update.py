@@ -70,7 +70,7 @@ def test_two_process_rl_round_writes_one_round_from_both_ranks(tiny_model_dir: P
     """``accelerate launch -m seed_core.stages.rl``: each rank plays its share of the tasks, trains on the gathered
     batch, and the main process writes one round with every rank's trajectories and a plain checkpoint."""
     from seed_core.config import SeedConfig
-    from seed_core.io import read_records
+    from seed_core.runtime.io import read_records
     from seed_core.types import StepRecord
 
     cfg = with_overrides(SeedConfig(), {

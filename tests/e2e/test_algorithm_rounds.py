@@ -7,10 +7,10 @@ import pytest
 
 from seed_core.algorithms import ALGORITHMS
 from seed_core.config import SeedConfig
-from seed_core.io import read_records
+from seed_core.runtime.io import read_records
 from seed_core.loader import with_overrides
 from seed_core.stages.rl import run_rl_round
-from seed_core.static_skills import StaticSkills
+from seed_core.skills.static import StaticSkills
 from seed_core.types import StepRecord
 
 SKILL = "Push the box toward the target, never into a corner."

@@ -1,10 +1,10 @@
 """``eval.with_skills``: the paper's "*" rows play each task with the *static* skill of its task type."""
 
 from seed_core.config import SeedConfig
-from seed_core.io import read_records
+from seed_core.runtime.io import read_records
 from seed_core.loader import with_overrides
 from seed_core.stages.evaluate import run_evaluate
-from seed_core.static_skills import StaticSkills
+from seed_core.skills.static import StaticSkills
 from seed_core.types import EvalRecord
 
 

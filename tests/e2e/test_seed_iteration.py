@@ -1,7 +1,7 @@
 """One full SEED iteration (rollout -> self-analysis -> old/teacher/ref scoring -> update) per environment.
 
 The tiny random model first gets a few SFT steps on the analyzer format (Stage 1 in miniature,
-``seed_core.model_builders``), so its greedy self-analysis parses and the distillation term really runs.
+``seed_core.modeling.builders``), so its greedy self-analysis parses and the distillation term really runs.
 """
 
 import math
@@ -12,9 +12,9 @@ import torch
 from safetensors.torch import load_file
 
 from seed_core.config import SeedConfig
-from seed_core.io import read_records
+from seed_core.runtime.io import read_records
 from seed_core.loader import with_overrides
-from seed_core.model_builders import build_tiny_analyzer_model
+from seed_core.modeling.builders import build_tiny_analyzer_model
 from seed_core.stages.rl import run_rl_round
 from seed_core.types import AnnotationRecord
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from seed_core.config import SeedConfig
-from seed_core.io import read_records
+from seed_core.runtime.io import read_records
 from seed_core.loader import with_overrides
 from seed_core.stages.annotate import run_annotate
 from seed_core.stages.collect import run_collect

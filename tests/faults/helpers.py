@@ -44,8 +44,8 @@ def make_collect(n_trajectories: int) -> tuple[list[Task], list[StepRecord]]:
 
 def write_collect(out_dir: Path, n_trajectories: int) -> list[StepRecord]:
     """``make_collect`` written as the collect stage does (trajectories.parquet + tasks.json)."""
-    from seed_core.io import write_records
-    from seed_core.task_sets import write_tasks
+    from seed_core.runtime.io import write_records
+    from seed_core.data_gen.task_sets import write_tasks
 
     tasks, records = make_collect(n_trajectories)
     write_records(records, out_dir / "trajectories.parquet", StepRecord)

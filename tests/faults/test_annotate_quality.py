@@ -10,7 +10,7 @@ from typing import Callable
 import pytest
 
 from seed_core.config import SeedConfig, dump_resolved
-from seed_core.io import DataFileError, write_records
+from seed_core.runtime.io import DataFileError, write_records
 from seed_core.loader import with_overrides
 from seed_core.stages.annotate import CACHE_FILE, AnnotationQualityError, main, run_annotate
 from seed_core.types import StepRecord

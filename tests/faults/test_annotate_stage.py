@@ -13,8 +13,8 @@ import pytest
 from seed_core.analyzer.annotate import skills_by_traj
 from seed_core.analyzer.clients import AnalyzerSetupError
 from seed_core.config import ConfigError, SeedConfig, flatten
-from seed_core.contexts import TEACHER_CONTEXTS, Encoders, hindsight_skills
-from seed_core.io import read_records
+from seed_core.skills.contexts import TEACHER_CONTEXTS, Encoders, hindsight_skills
+from seed_core.runtime.io import read_records
 from seed_core.loader import with_overrides
 from seed_core.stages.annotate import CACHE_FILE, run_annotate
 from seed_core.trainer.rl_step import build_samples

@@ -14,7 +14,7 @@ import pytest
 from seed_core import tracking
 from seed_core.analyzer.prompts import ANALYSIS_PROMPT, RETRY_PROMPT, analysis_template, retry_template
 from seed_core.config import SeedConfig
-from seed_core.io import read_records
+from seed_core.runtime.io import read_records
 from seed_core.loader import with_overrides
 from seed_core.stages.annotate import run_annotate
 from seed_core.types import AnnotationRecord
@@ -32,8 +32,8 @@ its prompt does; the others answer at once."""
 def write_collect_with_key(out: Path) -> None:
     from dataclasses import replace
 
-    from seed_core.io import write_records
-    from seed_core.task_sets import write_tasks
+    from seed_core.runtime.io import write_records
+    from seed_core.data_gen.task_sets import write_tasks
     from seed_core.types import StepRecord
 
     tasks, records = make_collect(N)

@@ -10,9 +10,9 @@ from typing import Callable
 import pytest
 
 from seed_core.config import ModelConfig, SeedConfig
-from seed_core.io import DataFileError
+from seed_core.runtime.io import DataFileError
 from seed_core.loader import with_overrides
-from seed_core.models import CorruptModelError, load_policy
+from seed_core.modeling.models import CorruptModelError, load_policy
 from seed_core.stages.annotate import run_annotate
 from tests.faults import openai_server as fs
 from tests.faults.helpers import write_collect

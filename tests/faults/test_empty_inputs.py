@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from seed_core.config import SeedConfig
-from seed_core.io import DataFileError, write_records
+from seed_core.runtime.io import DataFileError, write_records
 from seed_core.loader import with_overrides
 from seed_core.types import EvalRecord, StepRecord
 from tests.faults.helpers import write_collect

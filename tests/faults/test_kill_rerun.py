@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import load_file
 
 from seed_core.config import SeedConfig, dump_resolved
-from seed_core.io import read_records
+from seed_core.runtime.io import read_records
 from seed_core.loader import with_overrides
 from seed_core.lineage.resume import RESUME_FILE, rl_fingerprint
 from seed_core.stages.annotate import CACHE_FILE, run_annotate

@@ -19,11 +19,12 @@ from typing import Callable, Iterator
 import pytest
 import torch
 
-from seed_core import config, endpoints
+from seed_core import config
+from seed_core.runtime import endpoints
 from seed_core.config import ModelConfig, SeedConfig
-from seed_core.io import DiskFullError, OutputNotWritableError, write_json, write_records
+from seed_core.runtime.io import DiskFullError, OutputNotWritableError, write_json, write_records
 from seed_core.loader import stage_errors, with_overrides
-from seed_core.models import CorruptModelError, load_policy
+from seed_core.modeling.models import CorruptModelError, load_policy
 from seed_core.trainer.checkpoint import save_checkpoint
 from seed_core.types import StepRecord
 from tests.faults import openai_server as fs
@@ -253,7 +254,7 @@ def test_dot_env_sets_only_unset_endpoint_variables_and_never_logs_values(
     env_file.write_text("OPENAI_BASE_URL=http://127.0.0.1:9/v1\nOPENAI_API_KEY='sk-from-file'\n"
                         "MODELS_ROOT=/from/file\nLD_PRELOAD=/tmp/evil.so\nSEED_SECRET_THING=hunter2\n")
     monkeypatch.setenv("MODELS_ROOT", "/from/environment")
-    with caplog.at_level(logging.WARNING, logger="seed_core.endpoints"):
+    with caplog.at_level(logging.WARNING, logger="seed_core.runtime.endpoints"):
         assert config.endpoint_env("OPENAI_BASE_URL") == "http://127.0.0.1:9/v1"
     assert config.endpoint_env("OPENAI_API_KEY") == "sk-from-file"
     assert config.endpoint_env("MODELS_ROOT") == "/from/environment"  # the environment wins

@@ -1,4 +1,4 @@
-"""The ranks of ``accelerate launch`` end when the launcher is killed (``seed_core.parent_watch``).
+"""The ranks of ``accelerate launch`` end when the launcher is killed (``seed_core.runtime.parent_watch``).
 
 torch elastic starts each rank in a session of its own, so the run's process-group reaper never reaches them; an
 interrupted rehearsal (2026-12-04) left both ranks of ``rl@seed_static`` training on after the launcher was gone.
@@ -79,7 +79,7 @@ def test_ranks_end_when_their_launcher_is_killed(tmp_path: Path) -> None:
 
 
 def test_the_watch_is_only_for_ranks_torch_elastic_started(monkeypatch: pytest.MonkeyPatch) -> None:
-    from seed_core import parent_watch
+    from seed_core.runtime import parent_watch
 
     monkeypatch.delenv(parent_watch.ELASTIC_ENV, raising=False)
     monkeypatch.setattr(parent_watch, "_watching", [])

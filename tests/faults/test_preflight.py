@@ -13,7 +13,7 @@ from seed_core.analyzer.clients import AnalyzerSetupError
 from seed_core.stages.collect import run_collect
 from seed_core.config import SeedConfig
 from seed_core.stages.evaluate import run_evaluate
-from seed_core.preflight import ServiceUnavailableError, check_services
+from seed_core.analyzer.preflight import ServiceUnavailableError, check_services
 from seed_core.stages.rl import run_rl_round
 from seed_core.loader import with_overrides
 from tests.faults.helpers import closed_port_url
@@ -54,7 +54,7 @@ def test_rl_checks_the_annotator_endpoint_before_the_first_rollout(tiny_model_di
     url = closed_port_url()
     monkeypatch.setenv("OPENAI_BASE_URL", url)
     cfg = with_overrides(tiny_rl_config(tiny_model_dir), {"rl.algorithm": "opid", "annotate.client": "openai"})
-    monkeypatch.setattr("seed_core.models.load_policy", lambda *a, **k: pytest.fail("the model was loaded"))
+    monkeypatch.setattr("seed_core.modeling.models.load_policy", lambda *a, **k: pytest.fail("the model was loaded"))
     with pytest.raises(AnalyzerSetupError, match=f"^cannot reach the analyzer endpoint {url} "):
         run_rl_round(cfg, 0, tiny_model_dir, tmp_path / "rl")
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from seed_core.config import SeedConfig, dump_resolved
-from seed_core.io import DataFileError
+from seed_core.runtime.io import DataFileError
 from seed_core.loader import with_overrides
 from seed_core.lineage.resume import StaleRoundsError, rl_fingerprint
 from seed_core.stages.rl import finalize_rl, round_dir, run_rl, run_rl_round

@@ -15,7 +15,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT_FILES = ("seed_core", "tasks", "flows", "seed_app", "scripts/dvc_deps.py", "dvc.yaml", ".dvcignore",
                  ".dvc/config", ".dvc/.gitignore", ".gitignore", "pyproject.toml",
-                 "data/panels")  # the committed evaluation panels (seed_core.task_sets)
+                 "data/panels")  # the committed evaluation panels (seed_core.data_gen.task_sets)
 
 
 @pytest.fixture(scope="module")

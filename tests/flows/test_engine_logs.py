@@ -18,7 +18,7 @@ STAGE = textwrap.dedent("""
 
     from prefect import flow
 
-    from seed_core.logs import Progress
+    from seed_core.runtime.logs import Progress
 
     @flow(name="engine-logs-probe")
     def probe() -> str:

@@ -38,7 +38,7 @@ def test_a_flow_says_a_read_only_data_directory_in_one_line(tiny_model_dir: Path
 
 
 PROBE = """
-from seed_core.io import DiskFullError
+from seed_core.runtime.io import DiskFullError
 from seed_core.loader import one_line_errors
 
 one_line_errors("probe")

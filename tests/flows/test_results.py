@@ -43,7 +43,7 @@ def write_report_inputs(root: Path, experiment: str) -> tuple[str, ...]:
     method of ``eval_methods`` (method i wins i of 16 tasks; "*" rows played with skills) and RL curves.
     Returns the methods in that order."""
     from flows.common import eval_methods, rl_algorithms
-    from seed_core.io import write_records
+    from seed_core.runtime.io import write_records
     from seed_core.loader import load_config
     from seed_core.types import EvalRecord
 

@@ -56,9 +56,9 @@ def _prompts(cfg: SeedConfig, n: int) -> list[str]:
 
 
 def test_hf_and_vllm_agree_on_the_logprobs_of_the_sampled_tokens():
-    from seed_core.models import load_policy
+    from seed_core.modeling.models import load_policy
     from seed_core.rollout.backends import BACKENDS
-    from seed_core.models import make_encoder
+    from seed_core.modeling.models import make_encoder
     from seed_core.trainer.logprobs import score_in_chunks
 
     cfg = _cfg(**{"generation.backend": "vllm", "generation.vllm.python": _vllm_python()})
@@ -76,7 +76,7 @@ def test_hf_and_vllm_agree_on_the_logprobs_of_the_sampled_tokens():
 
 
 def test_greedy_vllm_matches_greedy_hf_on_most_prompts():
-    from seed_core.models import load_policy
+    from seed_core.modeling.models import load_policy
     from seed_core.rollout.backends import BACKENDS
 
     cfg = _cfg(**{"generation.backend": "vllm", "generation.vllm.python": _vllm_python()})

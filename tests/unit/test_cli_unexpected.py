@@ -36,7 +36,7 @@ RAISE_IN: dict[str, tuple[list[str], str, str]] = {
     "init": ([], "seed_app.services", "init_stores"),
     "ui": ([], "seed_app.services", "server_commands"),
     "serve": ([], "flows.servers", "healthy"),
-    "preflight": ([], "seed_core.mechanism", "check_preflight_args"),
+    "preflight": ([], "seed_core.analyzer.mechanism", "check_preflight_args"),
     "doctor": ([], "seed_app.cli_doctor", "run_golden"),
     "table": ([], "seed_app.cli_pipeline", "project_root"),
 }

@@ -6,7 +6,7 @@ import pytest
 
 from seed_core.algorithms import ALGORITHMS, HINDSIGHT, STATIC
 from seed_core.analyzer.clients import CLIENTS
-from seed_core.contexts import (
+from seed_core.skills.contexts import (
     STATIC_SKILL_HEADER,
     TEACHER_CONTEXTS,
     StepSkills,
@@ -14,8 +14,8 @@ from seed_core.contexts import (
     make_encoders,
     static_skills,
 )
-from seed_core.io import DataFileError
-from seed_core.static_skills import StaticSkills, aggregate, load
+from seed_core.runtime.io import DataFileError
+from seed_core.skills.static import StaticSkills, aggregate, load
 from seed_core.registries import SHAPINGS
 from seed_core.types import AnnotationRecord
 
@@ -106,7 +106,7 @@ def test_a_user_library_with_a_missing_file_is_a_clear_error(tmp_path):
         load(tmp_path / "nothing")
 
 
-# --- the aggregated library: type-level, de-duplicated, bounded (seed_core/static_skills.py) ---------------
+# --- the aggregated library: type-level, de-duplicated, bounded (seed_core/skills/static.py) ---------------
 
 NOISE_ACTIONS = {"search_qa": ("<answer>unknown</answer>", "<search>unknown</search>"),
                  "webshop": ("click[back to search]", "click[buy now]", "search[gift]")}
@@ -123,7 +123,7 @@ def _played(name: str, n: int, noise: float, tmp_path, tokenizer_dir, budget: in
     from seed_core.rollout.collector import group_by_trajectory
     from seed_core.rollout.expert import play_expert
     from seed_core.stages.annotate import write_static_library
-    from seed_core.testbed import RANDOM_ACTIONS
+    from seed_core.modeling.testbed import RANDOM_ACTIONS
 
     cfg = with_overrides(SeedConfig(), {"env.name": name, "project.data_dir": str(tmp_path / "data"),
                                         "model.path": str(tokenizer_dir), "annotate.static_skill_tokens": budget,
@@ -146,10 +146,10 @@ def test_the_skill_prompted_prompt_of_every_env_stays_within_the_budget(name, bu
     """Each task type's skill (general + its text) counts at most annotate.static_skill_tokens policy tokens, so
     the "*" prompt is the plain prompt + the budget + the section's fixed title lines; the unbounded library of
     the same annotations is longer (the budget is what bounds it) and the bounded one is not empty."""
-    from seed_core.models import encode_prompt
-    from seed_core.skill_insert import EPISODE_SKILL_INSTRUCTION, EPISODE_SKILL_TITLE, insert_episode_skill
+    from seed_core.modeling.models import encode_prompt
+    from seed_core.skills.insert import EPISODE_SKILL_INSTRUCTION, EPISODE_SKILL_TITLE, insert_episode_skill
     from seed_core.stages.annotate import write_static_library
-    from seed_core.static_skills import token_counter
+    from seed_core.skills.static import token_counter
 
     cfg, game, tasks, trajectories, notes, lib = _played(name, 12, 0.4, tmp_path, tiny_model_dir, budget)
     tok = tiny_policy.tokenizer
@@ -194,7 +194,7 @@ def test_instance_values_are_summarized_or_dropped_by_the_hook_and_the_generic_f
     """Per-env hook: values become type-level phrases, a list of cut values goes, one left in a formula or quote
     drops the statement; generic: step references go, a number that is not in every prompt, a name from the
     episode's own prompt, and a move-by-move replay drop the statement."""
-    from seed_core.static_skills import Note, abstract, type_statements
+    from seed_core.skills.static import Note, abstract, type_statements
 
     cards = {"4": "", "8": ""}
     assert abstract("Rule: use only the card numbers 4 and 8, each once.", cards) == \
@@ -217,7 +217,7 @@ def test_instance_values_are_summarized_or_dropped_by_the_hook_and_the_generic_f
 
 
 def test_duplicates_and_near_duplicates_are_one_entry_and_general_skills_are_not_repeated():
-    from seed_core.static_skills import Note
+    from seed_core.skills.static import Note
 
     move = "Avoid this mistake: moving {} was blocked by a wall and wasted a step; check the square first."
     grouped = {

@@ -114,7 +114,7 @@ def test_the_key_covers_the_builds_numerics_code_only() -> None:
     vLLM backend, the CLI or the check itself; ``NOT_NUMERICS`` names only files of that closure."""
     files = {f.relative_to(ROOT).as_posix() for f in golden.numerics_files()}
     assert {"seed_core/repro/golden_build.py", "seed_core/losses/distill.py", "seed_core/rollout/backends.py",
-            "seed_core/envs/ezpoints.py", "seed_core/testbed.py", "seed_core/repro/numerics.py"} <= files
+            "seed_core/envs/ezpoints.py", "seed_core/modeling/testbed.py", "seed_core/repro/numerics.py"} <= files
     assert not files & {"seed_core/repro/golden.py", "seed_core/envs/alfworld.py", "seed_core/rollout/vllm_backend.py",
                         *golden.NOT_NUMERICS}
     assert not [f for f in files if not f.startswith("seed_core/")], "only the engine computes the numbers"

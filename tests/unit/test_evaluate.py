@@ -10,7 +10,7 @@ import pytest
 
 from seed_core.config import EnvConfig
 from seed_core.envs import make_env
-from seed_core.io import read_records, write_records
+from seed_core.runtime.io import read_records, write_records
 from seed_core.rollout.collector import rollout, rollout_metrics
 from seed_core.stages.evaluate import success_table, to_eval_records
 from seed_core.types import EvalRecord, Task

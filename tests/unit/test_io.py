@@ -1,7 +1,7 @@
 import pyarrow.parquet as pq
 import pytest
 
-from seed_core.io import DataFileError, read_frame, read_records, write_records
+from seed_core.runtime.io import DataFileError, read_frame, read_records, write_records
 from seed_core.types import EvalRecord, StepRecord
 
 

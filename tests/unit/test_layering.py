@@ -72,18 +72,18 @@ def test_importing_every_flow_and_task_module_loads_no_torch() -> None:
 # --- inside seed_core: no import circle, no upward arrow (issue 12) -------------------------------------------
 
 LAYERS = (  # lowest first; a module may import its own layer or lower ones, never a higher one
-    ("base", ("registry", "registries", "types", "lineage", "lineage.code_closure", "endpoints", "config", "io",
-              "stats", "skill_insert", "lineage.stage_params", "timing", "logs", "repro", "repro.numerics",
-              "repro.reference", "parent_watch")),
+    ("base", ("registry", "registries", "types", "config", "stats", "lineage", "lineage.code_closure",
+              "lineage.stage_params", "runtime", "repro", "repro.numerics", "repro.reference", "skills",
+              "skills.insert", "modeling")),
     ("engines", ("alfworld", "webshop", "retrieval", "data_gen")),
     ("envs", ("envs",)),
-    ("models", ("models", "losses", "algorithms", "methods", "contexts", "static_skills", "task_sets",
-                "lineage.stage_code", "lineage.resume", "tracking")),
+    ("models", ("modeling.models", "losses", "algorithms", "methods", "skills.contexts", "skills.static",
+                "data_gen.task_sets", "lineage.stage_code", "lineage.resume", "tracking")),
     ("rollout", ("rollout",)),
     ("trainer", ("trainer",)),
     ("analyzer", ("analyzer",)),
-    ("builders", ("model_builders", "testbed")),
-    ("loader", ("loader", "generate_data", "preflight", "mechanism", "lineage.side_tables")),
+    ("builders", ("modeling.builders", "modeling.testbed")),
+    ("loader", ("loader", "data_gen.generate", "analyzer.preflight", "analyzer.mechanism", "lineage.side_tables")),
     ("stages", ("stages",)),
     ("pipeline", ("sweep", "repro.golden", "repro.golden_build")),
 )
@@ -170,7 +170,7 @@ def test_importing_an_environment_module_loads_no_other_environment() -> None:
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     loaded = set(eval(result.stdout))
-    assert loaded <= {"seed_core.envs", "seed_core.envs.base", "seed_core.config", "seed_core.endpoints",
+    assert loaded <= {"seed_core.envs", "seed_core.envs.base", "seed_core.config", "seed_core.runtime", "seed_core.runtime.endpoints",
                       "seed_core.registries", "seed_core.registry", "seed_core.types"}, sorted(loaded)
 
 
@@ -183,5 +183,5 @@ def test_seed_core_has_no_upward_arrow() -> None:
 
 
 def test_config_imports_nothing_but_pydantic_and_io() -> None:
-    assert seed_core_imports()["seed_core.config"] <= {"seed_core", "seed_core.io", "seed_core.endpoints"}
-    assert seed_core_imports()["seed_core.endpoints"] == set()
+    assert seed_core_imports()["seed_core.config"] <= {"seed_core", "seed_core.runtime", "seed_core.runtime.io", "seed_core.runtime.endpoints"}
+    assert seed_core_imports()["seed_core.runtime.endpoints"] == set()

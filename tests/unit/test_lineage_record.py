@@ -16,12 +16,18 @@ MOVED: dict[str, str] = {
     **{f"seed_core/{m}.py": f"seed_core/{pkg}/{m}.py" for pkg, modules in _PACKAGES.items() for m in modules},
     "seed_core/sweep.py": "seed_core/sweep/cell.py", "seed_core/sweep_cells.py": "seed_core/sweep/cells.py",
     "seed_core/sweep_committed.py": "seed_core/sweep/committed.py", "seed_core/sweep_report.py": "seed_core/sweep/report.py",
+    **{f"seed_core/{m}.py": f"seed_core/runtime/{m}.py" for m in ("io", "logs", "timing", "parent_watch", "endpoints")},
+    "seed_core/models.py": "seed_core/modeling/models.py", "seed_core/model_builders.py": "seed_core/modeling/builders.py",
+    "seed_core/testbed.py": "seed_core/modeling/testbed.py", "seed_core/contexts.py": "seed_core/skills/contexts.py",
+    "seed_core/static_skills.py": "seed_core/skills/static.py", "seed_core/skill_insert.py": "seed_core/skills/insert.py",
+    "seed_core/mechanism.py": "seed_core/analyzer/mechanism.py", "seed_core/preflight.py": "seed_core/analyzer/preflight.py",
+    "seed_core/generate_data.py": "seed_core/data_gen/generate.py", "seed_core/task_sets.py": "seed_core/data_gen/task_sets.py",
 }
 """Old path -> new path of each file the refactor moved (a file keeps its place in a fingerprint under its new name)."""
 
 DIFFERENCES: dict[tuple[str, str, str], str] = {
-    **{("*", "code", f"+seed_core/{pkg}/__init__.py"): "the new package's __init__ runs before any of its modules"
-       for pkg in ("lineage", "repro", "sweep")},
+    **{("*", "code", f"+seed_core/{pkg}/__init__.py"): "the __init__ (a docstring) of the package a module moved into runs before it"
+       for pkg in ("lineage", "repro", "sweep", "runtime", "modeling", "skills", "data_gen", "analyzer")},
 }
 """(stage or ``*``, field, item with + / - for added / removed) -> why it differs from the record."""
 

@@ -1,4 +1,4 @@
-"""Engine logging (``seed_core.logs``): one format on stderr for the engine entry points, and the whole-stage
+"""Engine logging (``seed_core.runtime.logs``): one format on stderr for the engine entry points, and the whole-stage
 progress line with its ETA (mean seconds per finished unit x units left)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Iterator
 
 import pytest
 
-from seed_core import logs
+from seed_core.runtime import logs
 
 
 @pytest.fixture

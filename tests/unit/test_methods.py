@@ -80,7 +80,7 @@ def test_the_sweep_table_shows_labels_in_the_paper_order() -> None:
 
 
 def test_a_sweep_cell_reads_its_own_static_skill_library(tmp_path: Path) -> None:
-    from seed_core.static_skills import StaticSkills, for_config
+    from seed_core.skills.static import StaticSkills, for_config
     from seed_core.sweep.cell import with_cell_library
 
     StaticSkills(general="- cell skill", texts={}, mapping={}).write(tmp_path / "cell" / "annotate" / "static_skills")

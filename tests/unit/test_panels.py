@@ -15,11 +15,11 @@ import pytest
 import seed_core.rollout.collector as collector
 from seed_core.config import SeedConfig
 from seed_core.envs import ENVS, make_env
-from seed_core.io import read_records, write_records
+from seed_core.runtime.io import read_records, write_records
 from seed_core.loader import load_config, with_overrides
 from seed_core.stages import evaluate
 from seed_core.stages.evaluate import checkpoint_label, eval_tasks, per_instance, run_evaluate
-from seed_core.task_sets import PanelError, build_panel, held_out_splits, panel_path, panel_tasks, read_panel
+from seed_core.data_gen.task_sets import PanelError, build_panel, held_out_splits, panel_path, panel_tasks, read_panel
 from seed_core.types import EvalRecord
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,7 +162,7 @@ def test_an_old_episodes_file_without_repeat_loads_as_repeat_0(tmp_path) -> None
 
 def test_a_missing_or_unfit_panel_stops_evaluation_in_one_line_naming_the_file_and_the_command(
         tmp_path, monkeypatch) -> None:
-    import seed_core.task_sets as task_sets
+    import seed_core.data_gen.task_sets as task_sets
 
     cfg = with_overrides(SeedConfig(), {"env.name": "sokoban", "model.path": str(tmp_path / "no-model")})
     monkeypatch.setattr(task_sets, "project_root", lambda: tmp_path)
@@ -170,7 +170,7 @@ def test_a_missing_or_unfit_panel_stops_evaluation_in_one_line_naming_the_file_a
         run_evaluate(cfg, tmp_path / "no-model", tmp_path / "eval", "vanilla")  # before the model loads
     message = str(err.value)
     assert "\n" not in message and str(tmp_path / "data" / "panels" / "sokoban-test.json") in message
-    assert "python -m seed_core.generate_data panels --config params.yaml --set env.name=sokoban" in message
+    assert "python -m seed_core.data_gen.generate panels --config params.yaml --set env.name=sokoban" in message
     monkeypatch.undo()
     with pytest.raises(PanelError, match=r"sokoban-test.json holds 512 ids, eval.num_tasks asks for 600"):
         panel_tasks(with_overrides(cfg, {"eval.num_tasks": 600}), make_env(cfg.env), "test")

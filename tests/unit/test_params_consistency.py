@@ -169,7 +169,7 @@ def test_code_dependencies_exist_and_include_the_stage_flow_and_task() -> None:
 
 
 COMMITTED_DATA = ("data/panels",)
-"""Data dependencies that are inputs in git, not stage outputs: the evaluation panels (seed_core/task_sets.py)."""
+"""Data dependencies that are inputs in git, not stage outputs: the evaluation panels (seed_core/data_gen/task_sets.py)."""
 
 
 def test_each_data_dependency_is_an_output_of_an_earlier_stage() -> None:

@@ -13,10 +13,10 @@ import torch
 
 from seed_core.algorithms import ALGORITHMS
 from seed_core.config import EnvConfig, RLConfig
-from seed_core.contexts import TEACHER_CONTEXTS, hindsight_skills, make_encoders, shuffle_skills
+from seed_core.skills.contexts import TEACHER_CONTEXTS, hindsight_skills, make_encoders, shuffle_skills
 from seed_core.envs import make_env
 from seed_core.losses.advantages import grpo_advantages
-from seed_core.mechanism import (
+from seed_core.analyzer.mechanism import (
     THRESHOLDS,
     PreflightInputError,
     PreflightReport,
@@ -25,7 +25,7 @@ from seed_core.mechanism import (
     success_rate,
 )
 from seed_core.analyzer.audit import skill_correctness
-from seed_core.skill_insert import EPISODE_SKILL_TITLE
+from seed_core.skills.insert import EPISODE_SKILL_TITLE
 from seed_core.trainer.mechanism import (
     NO_SPAN,
     decision_span,
@@ -148,8 +148,8 @@ def test_gap_and_gate_split_decision_from_format_tokens_by_hand():
 def test_p_expert_by_hand_with_a_prompt_blind_model():
     """log pi = log(0.8, 0.2) whatever the prompt: an expert response "0010" with action "1" has P = 0.2, with
     action "10" P = 0.2 * 0.8; a state without a mismatched skill is left out of all three conditions."""
-    from seed_core.contexts import Encoders
-    from seed_core.mechanism import ExpertState, p_expert
+    from seed_core.skills.contexts import Encoders
+    from seed_core.analyzer.mechanism import ExpertState, p_expert
 
     model = BiasLM()
     with torch.no_grad():

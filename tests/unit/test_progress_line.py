@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from seed_core.logs import progress_line
+from seed_core.runtime.logs import progress_line
 
 
 def test_eta_is_the_mean_round_time_of_rounds_run_times_the_rounds_left() -> None:

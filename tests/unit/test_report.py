@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from seed_core.config import SeedConfig
-from seed_core.io import write_records
+from seed_core.runtime.io import write_records
 from seed_core.loader import with_overrides
 from seed_core.stages.report import (ABLATION_NOTE, FORMAT_NOTE, SCORE_NOTE, ablation_table, load_episodes, paper_table,
                                      render_markdown, run_report, summarize)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from seed_core.config import ConfigError, SeedConfig, VLLMConfig
-from seed_core.io import DataFileError
+from seed_core.runtime.io import DataFileError
 from seed_core.loader import load_config
 from seed_core.rollout.vllm_engine import Engine, EngineError, LaunchSpec, launch_specs
 from seed_core.trainer.scale import load_optimizer, make_accelerator

@@ -111,4 +111,4 @@ def test_the_cell_key_includes_the_code_it_runs(tmp_path):
     assert cell_key(cfg, "m.dir", code="a" * 16) != cell_key(cfg, "m.dir", code="b" * 16)
     assert cell_key(cfg, "m.dir", code="a" * 16) != cell_key(cfg, "m.dir")
     fp = code_fingerprint()
-    assert len(fp) == 16 and fp == code_fingerprint() and fp != code_fingerprint("seed_core.io")
+    assert len(fp) == 16 and fp == code_fingerprint() and fp != code_fingerprint("seed_core.runtime.io")

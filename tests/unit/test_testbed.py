@@ -1,4 +1,4 @@
-"""The testbed model's corpus and builder (seed_core.testbed) on EZPoints with the compact prompt."""
+"""The testbed model's corpus and builder (seed_core.modeling.testbed) on EZPoints with the compact prompt."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from seed_core.skill_insert import EPISODE_SKILL_TITLE
+from seed_core.skills.insert import EPISODE_SKILL_TITLE
 from seed_core.config import SeedConfig
 from seed_core.envs import make_env
 from seed_core.loader import with_overrides
-from seed_core.testbed import build_corpus, build_testbed_model
+from seed_core.modeling.testbed import build_corpus, build_testbed_model
 
 
 def _cfg(**testbed) -> SeedConfig:
@@ -59,7 +59,7 @@ def test_noise_controls_how_often_the_expert_wins() -> None:
 
 def test_the_builder_writes_a_loadable_chat_model(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     from seed_core.config import ModelConfig
-    from seed_core.models import encode_prompt, load_policy
+    from seed_core.modeling.models import encode_prompt, load_policy
 
     cfg = _cfg(episodes=3, epochs=1, hidden_size=32, layers=1, vocab_size=300, batch_size=8)
     with caplog.at_level(logging.INFO, logger="seed_core"):

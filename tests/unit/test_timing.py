@@ -1,4 +1,4 @@
-"""seed_core.timing (per-process marks and exclusive spans) and how benchmarks/pipeline_overhead.py splits a
+"""seed_core.runtime.timing (per-process marks and exclusive spans) and how benchmarks/pipeline_overhead.py splits a
 stage process's wall time with them."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from seed_core import timing
+from seed_core.runtime import timing
 
 ROOT = Path(__file__).resolve().parents[2]
 

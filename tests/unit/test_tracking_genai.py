@@ -17,7 +17,7 @@ from seed_core.analyzer.prompts import (ANALYSIS_PROMPT, RETRY_PROMPT, STEP_ANAL
                                         build_analysis_prompt, build_retry_prompt, registry_prompts, registry_tags,
                                         render, skill_guidance)
 from seed_core.config import SeedConfig
-from seed_core.io import read_records, write_records
+from seed_core.runtime.io import read_records, write_records
 from seed_core.loader import with_overrides
 from seed_core.tracking import EXPERIMENT_KIND, TRAINING_KIND, open_run, use_prompts
 from seed_core.types import AnnotationRecord
@@ -110,7 +110,7 @@ def test_each_analyzing_round_logs_a_sample_of_its_skills_as_a_table(client: Any
                                    "error": "no JSON object found in the analyzer answer"})
     from seed_core.envs import make_env
     from seed_core.envs.sokoban import solve
-    from seed_core.task_sets import read_tasks
+    from seed_core.data_gen.task_sets import read_tasks
 
     task = read_tasks(round_dir / "tasks.json")[next(r.task_id for r in make_collect(6)[1] if r.traj_id == "traj-02")]
     plan = ", ".join(solve(make_env(cfg.env).level(task)))  # a correct plan, stated: the judge accepts it

@@ -78,7 +78,7 @@ def cpu_kv_cache() -> None:
 def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """SmolLM2-135M-Instruct (fp32 safetensors): the project's prepared copy, else converted here once."""
     from seed_core.config import models_root
-    from seed_core.model_builders import is_complete_model_dir, prepare_smollm2
+    from seed_core.modeling.builders import is_complete_model_dir, prepare_smollm2
 
     prepared = models_root() / "smollm2-135m-instruct"
     if is_complete_model_dir(prepared):

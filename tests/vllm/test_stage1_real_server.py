@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from seed_core.config import SeedConfig
-from seed_core.io import read_records
+from seed_core.runtime.io import read_records
 from seed_core.loader import with_overrides
 from seed_core.types import AnnotationRecord
 from tests.vllm.conftest import report, vllm_server
@@ -25,11 +25,11 @@ TASKS, GROUP = 4, 2
 def _collect(model_dir: Path, out: Path, cfg: SeedConfig) -> int:
     """``TASKS`` x ``GROUP`` real Sokoban episodes of the tiny model (hf), written as the collect stage does."""
     from seed_core.envs import make_env
-    from seed_core.io import write_records
-    from seed_core.models import load_policy
+    from seed_core.runtime.io import write_records
+    from seed_core.modeling.models import load_policy
     from seed_core.rollout.backends import BACKENDS
     from seed_core.rollout.collector import rollout
-    from seed_core.task_sets import write_tasks
+    from seed_core.data_gen.task_sets import write_tasks
     from seed_core.types import StepRecord
 
     tasks = make_env(cfg.env).make_tasks("train", TASKS, seed=3)

@@ -26,7 +26,7 @@ VLLM_SYNCED_MAX = 1e-2
 @pytest.fixture(scope="module")
 def analyzer_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The tiny policy that can analyze; the module's rounds share one policy engine, stopped at the end."""
-    from seed_core.model_builders import build_tiny_analyzer_model
+    from seed_core.modeling.builders import build_tiny_analyzer_model
 
     yield build_tiny_analyzer_model(tmp_path_factory.mktemp("vllm_rl") / "analyzer")
     POOL.stop_all()
@@ -51,7 +51,7 @@ def test_seed_rounds_on_vllm_follow_the_policy(analyzer_model: Path, tmp_path: P
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     from safetensors.torch import load_file
 
-    from seed_core.io import read_records
+    from seed_core.runtime.io import read_records
     from seed_core.types import AnnotationRecord, StepRecord
 
     asked: list[tuple[str, int]] = []  # (engine, max_tokens) of every request: rollouts 12, self-analysis 16
@@ -84,7 +84,7 @@ def test_seed_rounds_on_vllm_follow_the_policy(analyzer_model: Path, tmp_path: P
 
 def _engine_vs_trainer(model_dir: Path, cfg: SeedConfig) -> tuple[float, float]:
     """(mean, max) |engine log-prob - hf log-prob| of tokens the policy engine samples from ``model_dir``."""
-    from seed_core.models import load_policy
+    from seed_core.modeling.models import load_policy
     from seed_core.rollout.vllm_backend import VLLMBackend
     from seed_core.trainer.logprobs import score_in_chunks
 

@@ -120,7 +120,7 @@ def test_checkpoint_client_needs_a_checkpoint(cfg: SeedConfig) -> None:
 
 
 def test_checkpoint_client_generates_with_a_real_tiny_model(cfg: SeedConfig, tiny_model_dir: Path) -> None:
-    from seed_core.models import encode_prompt
+    from seed_core.modeling.models import encode_prompt
 
     cfg = with_overrides(cfg, {"model.device": "cpu", "rl.analyzer_max_new_tokens": 4,
                               "rl.analyzer_temperature": 0.0})

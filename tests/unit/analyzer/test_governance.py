@@ -13,7 +13,7 @@ import torch
 from seed_core.analyzer.audit import failure_category
 from seed_core.analyzer.governance import AnalyzerWeights, GovernanceError, ema_update, refresh_passes
 from seed_core.config import SeedConfig
-from seed_core.io import read_metrics, read_records
+from seed_core.runtime.io import read_metrics, read_records
 from seed_core.loader import with_overrides
 from seed_core.stages import rl_analyzer
 from seed_core.stages.rl import run_rl, run_rl_round

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from seed_core.skill_insert import insert_episode_skill, render_skill_section
+from seed_core.skills.insert import insert_episode_skill, render_skill_section
 
 SECTION = (
     "**Episode-Level Skill**\n"

@@ -85,7 +85,7 @@ def test_walkthrough_played_through_the_env_wins_with_reward_10(env, split: str,
 
 
 def test_prompts_carry_task_history_anchor_and_admissible_actions(env) -> None:  # noqa: ANN001
-    from seed_core.skill_insert import insert_episode_skill
+    from seed_core.skills.insert import insert_episode_skill
 
     task = _task(env, "valid_seen", SEEN_GAME)
     obs = env.reset(task)

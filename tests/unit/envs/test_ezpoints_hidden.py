@@ -108,7 +108,7 @@ def test_operator_actions_need_the_compact_prompt() -> None:
 def test_the_corpus_teaches_following_another_tasks_skill() -> None:
     """``testbed.mismatch_fraction``: a skill turn with another task's skill has *that* skill's answer as its target;
     with the fraction 0 every skill turn has the own skill and the expert's action."""
-    from seed_core.testbed import skill_turn
+    from seed_core.modeling.testbed import skill_turn
 
     e = EZPointsEnv(EnvConfig(name="ezpoints", max_steps=1, ezpoints=HIDDEN))
     mine, theirs = find("black"), find("red")

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from seed_core.skill_insert import insert_episode_skill
+from seed_core.skills.insert import insert_episode_skill
 from seed_core.config import EnvConfig, SearchQAConfig
 from seed_core.data_gen.qa_corpus import QAGenSpec, generate_qa, write_qa
 from seed_core.data_gen.qa_files import read_split

@@ -9,7 +9,7 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
-from seed_core.skill_insert import insert_episode_skill
+from seed_core.skills.insert import insert_episode_skill
 from seed_core.config import EnvConfig, WebShopConfig
 from seed_core.data_gen.webshop_catalog import CatalogSpec, generate_catalog
 from seed_core.envs import ENVS

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from seed_core.config import GenerationConfig
-from seed_core.models import encode_prompt
+from seed_core.modeling.models import encode_prompt
 from seed_core.rollout.backends import BACKENDS, Completion, HFBackend, cut_at_eos, left_pad
 
 PROMPTS = ["push the box up", "Symbols: # wall, _ floor, √ box on target. Go.", "12 = ?", "left", "think"]

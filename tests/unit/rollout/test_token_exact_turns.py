@@ -33,10 +33,10 @@ import pytest
 import torch
 
 from seed_core.config import EnvConfig, GenerationConfig
-from seed_core.contexts import TEACHER_CONTEXTS, StepSkills, TeacherRowError, make_encoders
+from seed_core.skills.contexts import TEACHER_CONTEXTS, StepSkills, TeacherRowError, make_encoders
 from seed_core.rollout.collector import Episode, play_episodes
 from seed_core.rollout.completion import Completion
-from seed_core.skill_insert import insert_episode_skill, insert_step_skill
+from seed_core.skills.insert import insert_episode_skill, insert_step_skill
 from seed_core.trainer.logprobs import pack_sequences
 from seed_core.trainer.rl_step import build_samples, compute_reference_logprobs
 
@@ -55,7 +55,7 @@ def smollm2_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from transformers import AutoTokenizer
 
     from seed_core.config import models_root
-    from seed_core.model_builders import is_complete_model_dir, smollm2_gguf_path
+    from seed_core.modeling.builders import is_complete_model_dir, smollm2_gguf_path
 
     prepared = models_root() / "smollm2-135m-instruct"
     if not is_complete_model_dir(prepared):
@@ -129,7 +129,7 @@ def test_each_step_is_the_conversations_head_and_last_turn_with_the_sampled_ids(
     """S_t against C_t as in the module docstring; the prompt ids the trainer scores are the backends' (``encode``
     of ``HFBackend``: the same function ``VLLMBackend`` runs); the history block of u_t lists exactly the last
     ``HISTORY`` actions, in order."""
-    from seed_core.models import Policy
+    from seed_core.modeling.models import Policy
     from seed_core.rollout.backends import HFBackend
 
     records = play(name, tok, monkeypatch)
@@ -230,7 +230,7 @@ def test_a_skill_that_pushes_the_prompt_over_the_budget_is_cut_as_the_student_an
     of = lambda r: StepSkills(episode=SKILL)  # noqa: E731
     whole = build_samples(records, make_encoders(tok, {}, BUDGET), 0.1, ctx, of)
     longest = max(len(t) for t in whole.teacher_prompt_ids)
-    with caplog.at_level("WARNING", logger="seed_core.contexts"):
+    with caplog.at_level("WARNING", logger="seed_core.skills.contexts"):
         assert build_samples(records, make_encoders(tok, {}, longest), 0.1, ctx, of).teacher_prompt_ids == \
             whole.teacher_prompt_ids
         assert not caplog.records
@@ -242,7 +242,7 @@ def test_a_skill_that_pushes_the_prompt_over_the_budget_is_cut_as_the_student_an
         assert teacher == full[-(longest - 1):]
     small = min(len(p) for p in whole.prompt_ids) - 1
     caplog.clear()
-    with caplog.at_level("WARNING", logger="seed_core.contexts"):
+    with caplog.at_level("WARNING", logger="seed_core.skills.contexts"):
         cut = build_samples(records, make_encoders(tok, {}, small), 0.1, ctx, of)
     assert not caplog.records
     for student, teacher, full in zip(cut.prompt_ids, cut.teacher_prompt_ids, whole.teacher_prompt_ids, strict=True):
@@ -252,7 +252,7 @@ def test_a_skill_that_pushes_the_prompt_over_the_budget_is_cut_as_the_student_an
 
 def test_a_teacher_row_without_the_skill_or_with_a_moved_boundary_fails(tok, monkeypatch):
     """The run-time check itself (``check_teacher_rows``) on three ways a builder can go wrong: one line each."""
-    from seed_core.contexts import TeacherContext
+    from seed_core.skills.contexts import TeacherContext
 
     records = play("sokoban", tok, monkeypatch)
     enc = make_encoders(tok, {}, BUDGET)

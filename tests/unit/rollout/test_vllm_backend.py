@@ -22,7 +22,7 @@ from typing import Any, Iterator
 import pytest
 
 from seed_core.config import GenerationConfig, VLLMConfig
-from seed_core.models import encode_prompt
+from seed_core.modeling.models import encode_prompt
 from seed_core.rollout import vllm_engine
 from seed_core.rollout.backends import BACKENDS, eos_ids
 from seed_core.rollout.vllm_backend import VLLMBackend, split_evenly

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from seed_core import io
+from seed_core.runtime import io
 from seed_core.config import ModelConfig
-from seed_core.io import aside_path, recover_dir, write_records
-from seed_core.models import load_policy
+from seed_core.runtime.io import aside_path, recover_dir, write_records
+from seed_core.modeling.models import load_policy
 from seed_core.trainer.checkpoint import is_checkpoint, save_checkpoint
 from seed_core.types import AnnotationRecord
 

@@ -63,7 +63,7 @@ def endpoint_env(name: str) -> str | None:
 
 def project_root() -> Path:
     """Root of the checkout (the directory holding params.yaml), independent of the cwd."""
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]
 
 
 def models_root() -> Path:

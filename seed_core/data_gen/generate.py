@@ -1,11 +1,11 @@
 """Write an offline environment's generated data to disk (what the env builds in memory when ``data_dir`` is
 empty); outside ``data_gen/`` because it reads the config through the loader, which sits above the envs.
 
-    python -m seed_core.generate_data search_qa --config params.yaml --out data/search_qa
-    python -m seed_core.generate_data webshop --config params.yaml --out data/webshop
-    python -m seed_core.generate_data panels --config params.yaml --set env.name=sokoban   # data/panels/sokoban-test.json
+    python -m seed_core.data_gen.generate search_qa --config params.yaml --out data/search_qa
+    python -m seed_core.data_gen.generate webshop --config params.yaml --out data/webshop
+    python -m seed_core.data_gen.generate panels --config params.yaml --set env.name=sokoban   # data/panels/sokoban-test.json
 
-``panels`` writes the fixed evaluation panels of the config's environment (``seed_core.task_sets``; default
+``panels`` writes the fixed evaluation panels of the config's environment (``seed_core.data_gen.task_sets``; default
 ``--out`` is the project's committed ``data/panels``; ``--seed`` does not apply: a panel's order is fixed).
 """
 
@@ -19,7 +19,7 @@ from seed_core.data_gen.qa_corpus import QAGenSpec, generate_qa, write_qa
 from seed_core.data_gen.webshop_catalog import CatalogSpec, generate_catalog
 from seed_core.loader import config_from_args, stage_parser
 from seed_core.registry import Registry
-from seed_core.task_sets import PANELS_DIR, write_panels
+from seed_core.data_gen.task_sets import PANELS_DIR, write_panels
 from seed_core.webshop.catalog import write_catalog
 
 GENERATORS: Registry[Callable[[SeedConfig, int, Path], Any]] = Registry("data generator")
@@ -41,7 +41,7 @@ def _webshop(cfg: SeedConfig, seed: int, out: Path) -> Any:
 @GENERATORS.register("panels")
 def _panels(cfg: SeedConfig, seed: int, out: Path) -> Any:
     if seed:
-        raise SystemExit("panels take no --seed: a panel's order is fixed (seed_core.task_sets)")
+        raise SystemExit("panels take no --seed: a panel's order is fixed (seed_core.data_gen.task_sets)")
     return write_panels(cfg, None if out == PANELS_DIR else out)
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from seed_core.config import SeedConfig
-from seed_core.io import KnownError
+from seed_core.runtime.io import KnownError
 from seed_core.analyzer.audit import skill_correct_metrics, skill_correctness  # noqa: F401  (re-exported)
 from seed_core.types import StepRecord, Task
 
@@ -195,7 +195,7 @@ def p_expert(model: Any, pad_id: int, enc: Any, states: Sequence[ExpertState], m
              mismatched: dict[str, str], micro_batch_size: int) -> dict[str, Any]:
     """Mean P(expert action) (``action_probability``) over the states that have an action span and both skills,
     under the plain prompt, the matched and the mismatched skill; ``states`` counts them."""
-    from seed_core.skill_insert import insert_episode_skill
+    from seed_core.skills.insert import insert_episode_skill
     from seed_core.trainer.logprobs import score_in_chunks
     from seed_core.trainer.mechanism import NO_SPAN, decision_span
 
@@ -243,9 +243,9 @@ def round0_measures(cfg: SeedConfig, policy: Any, backend: Any, env: Any, n_task
     from seed_core.algorithms import ALGORITHMS
     from seed_core.analyzer.annotate import annotate_trajectories
     from seed_core.analyzer.clients import CLIENTS
-    from seed_core.contexts import TEACHER_CONTEXTS, hindsight_skills, make_encoders
+    from seed_core.skills.contexts import TEACHER_CONTEXTS, hindsight_skills, make_encoders
     from seed_core.rollout.collector import group_by_trajectory, rollout
-    from seed_core.task_sets import task_seed
+    from seed_core.data_gen.task_sets import task_seed
     from seed_core.trainer.rl_step import build_samples
 
     algorithm = ALGORITHMS.get(algorithm_name)
@@ -331,9 +331,9 @@ def run_preflight(cfg: SeedConfig, checkpoint: Path, *, heldout: int = 32, tasks
     """Every measure of the module docstring on ``checkpoint`` (the Stage-1 SFT output), judged by ``thresholds``.
     ``heldout`` held-out tasks (P(expert action), perf_gap), ``tasks`` round-0 train tasks; ``algorithm``: whose
     lambda, beta and teacher context the round-0 measures use (a distilling one)."""
-    from seed_core.contexts import make_encoders, shuffle_skills
+    from seed_core.skills.contexts import make_encoders, shuffle_skills
     from seed_core.envs import make_env
-    from seed_core.models import load_policy
+    from seed_core.modeling.models import load_policy
     from seed_core.rollout.backends import BACKENDS
 
     checkpoint = Path(checkpoint)

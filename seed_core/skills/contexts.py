@@ -31,8 +31,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from seed_core.io import KnownError
-from seed_core.skill_insert import insert_episode_skill, insert_step_skill
+from seed_core.runtime.io import KnownError
+from seed_core.skills.insert import insert_episode_skill, insert_step_skill
 from seed_core.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ class Encoders:
 
 def make_encoders(tokenizer: Any, chat_template_kwargs: dict[str, Any], max_prompt_tokens: int) -> Encoders:
     """The encoders of ``tokenizer``; ``tail`` = the common suffix of two one-character prompts' ids."""
-    from seed_core.models import encode_prompt, make_encoder
+    from seed_core.modeling.models import encode_prompt, make_encoder
 
     def template(text: str) -> str:
         return tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
@@ -114,7 +114,7 @@ def check_teacher_rows(rows: list[str], prompts: list[list[int]], teachers: list
     Encoders without a tail (hand-made ones in tests) skip the checks. Cost: per row one length test, two
     comparisons of ``len(tail)`` ids and one list comparison, against the tokenisation that built them."""
     budget, k, out, cut, lost, longest = enc.budget, len(enc.tail), [], 0, 0, 0
-    fix = "the teacher context (seed_core/contexts.py TEACHER_CONTEXTS) is wrong"
+    fix = "the teacher context (seed_core/skills/contexts.py TEACHER_CONTEXTS) is wrong"
     for row, prompt, teacher in zip(rows, prompts, teachers, strict=True):
         if teacher is not None and k:
             if tuple(teacher[-k:]) != enc.tail or tuple(prompt[-k:]) != enc.tail:
@@ -251,7 +251,7 @@ def hindsight_skills(annotations: Any, *, step_skills: bool = False, pairing: Pa
 
 
 def static_skills(library: Any) -> SkillsOf:
-    """Skills of a step from the static library (``seed_core.static_skills``): its task type's text."""
+    """Skills of a step from the static library (``seed_core.skills.static``): its task type's text."""
     def of(record: Any) -> StepSkills:
         return StepSkills(episode=library.skill_for(record.task_type, record.task_id))
 

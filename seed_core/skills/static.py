@@ -46,7 +46,7 @@ episode's replay, de-duplicated and bounded to ``annotate.static_skill_tokens`` 
 Tokens are counted with the policy's tokenizer (``token_counter``: the base model in
 ``<data_dir>/models/base``, else ``model.path``); without one, ``estimate_tokens``: one token per 3
 characters, rounded up (BPE tokenizers average 3-4 characters per English token, so the estimate errs long).
-The skill section's own title and instruction lines (``seed_core.skill_insert``) come on top of the budget.
+The skill section's own title and instruction lines (``seed_core.skills.insert``) come on top of the budget.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from seed_core.config import AnnotateConfig, SeedConfig, project_root
-from seed_core.io import DataFileError, atomic_write_text
+from seed_core.runtime.io import DataFileError, atomic_write_text
 
 GENERAL_FILE = "general_skills.md"
 MAPPING_FILE = "skill_mapping.json"
@@ -97,7 +97,7 @@ def load(skills_dir: str | Path) -> StaticSkills:
     mapping_path = root / MAPPING_FILE
     if not mapping_path.is_file():
         raise DataFileError(f"{mapping_path} does not exist; a static skill library needs {GENERAL_FILE}, "
-                            f"{MAPPING_FILE} and one .md per task type (seed_core/static_skills.py)")
+                            f"{MAPPING_FILE} and one .md per task type (seed_core/skills/static.py)")
     try:
         mapping = json.loads(mapping_path.read_text())
     except json.JSONDecodeError as err:
@@ -366,7 +366,7 @@ def token_counter(cfg: SeedConfig) -> tuple[Callable[[str], int], str]:
     ``model.path``), or ``estimate_tokens`` when neither directory holds one."""
     from transformers import AutoTokenizer
 
-    from seed_core.models import resolve_model_path
+    from seed_core.modeling.models import resolve_model_path
 
     candidates = [project_root() / cfg.project.data_dir / "models" / "base"]
     try:

@@ -10,8 +10,8 @@ order or ``project.seed``. Rule (``build_panel``): the split's ids sorted, then 
 task types), cut to ``PANEL_SIZE`` ids or ``eval.num_tasks`` if larger. Written by (once per env; ALFWorld with
 ALFWORLD_DATA set; WebShop's ids are goals of the paper presets' catalogue)::
 
-    python -m seed_core.generate_data panels --config params.yaml --set env.name=ezpoints
-    python -m seed_core.generate_data panels --config presets/webshop-qwen2.5-1.5b.yaml
+    python -m seed_core.data_gen.generate panels --config params.yaml --set env.name=ezpoints
+    python -m seed_core.data_gen.generate panels --config presets/webshop-qwen2.5-1.5b.yaml
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from seed_core.config import SeedConfig, project_root
-from seed_core.io import DataFileError, write_json
+from seed_core.runtime.io import DataFileError, write_json
 from seed_core.types import Task
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def panel_command(cfg: SeedConfig) -> str:
     if params.is_absolute():  # the project's file by its project path; a file elsewhere: the project's params
         params = params.relative_to(project_root()) if params.is_relative_to(project_root()) else Path("params.yaml")
     data = "ALFWORLD_DATA=<the ALFWorld data> " if cfg.env.name == "alfworld" else ""
-    return f"{data}python -m seed_core.generate_data panels --config {params} --set env.name={cfg.env.name}"
+    return f"{data}python -m seed_core.data_gen.generate panels --config {params} --set env.name={cfg.env.name}"
 
 
 def held_out_splits(env: TextEnv) -> list[str]:
