@@ -35,9 +35,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from seed_core.config import SeedConfig
-from seed_core.runtime.io import KnownError
 from seed_core.analyzer.audit import skill_correct_metrics, skill_correctness  # noqa: F401  (re-exported)
+from seed_core.config import SeedConfig
+from seed_core.data_gen.task_sets import held_out_split
+from seed_core.runtime.io import KnownError
 from seed_core.types import StepRecord, Task
 
 MISMATCH_MARGIN = 0.05
@@ -160,11 +161,6 @@ def success_rate(records: Sequence[StepRecord]) -> float:
 
 
 # --- held-out measures -------------------------------------------------------------------------------------------
-
-
-def held_out_split(env: Any) -> str:
-    """The first split that is not ``train`` (every environment has one), else ``train``."""
-    return next((s for s in env.splits if s != "train"), "train")
 
 
 @dataclass(frozen=True)

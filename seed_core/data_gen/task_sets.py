@@ -81,6 +81,12 @@ def panel_command(cfg: SeedConfig) -> str:
     return f"{data}python -m seed_core.data_gen.generate panels --config {params} --set env.name={cfg.env.name}"
 
 
+def held_out_split(env: TextEnv) -> str:
+    """The split the pre-flight and the RL audit panel play: the first that is not ``train`` (every environment
+    has one), else ``train``. Here, not in the pre-flight module, so its thresholds are no input of the rl stages."""
+    return next((s for s in env.splits if s != "train"), "train")
+
+
 def held_out_splits(env: TextEnv) -> list[str]:
     """The splits a panel is written for: every split of the env but its training ones."""
     return [s for s in env.splits if "train" not in s]

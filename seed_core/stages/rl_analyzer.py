@@ -81,7 +81,7 @@ def _panel(state: Any, out_dir: Path) -> tuple[list[StepRecord], dict[str, Any]]
     """The gated mode's fixed held-out panel (module docstring): read from ``<out>/audit_panel`` or played now."""
     from seed_core.envs import make_env
     from seed_core.runtime.io import read_records
-    from seed_core.analyzer.mechanism import held_out_split
+    from seed_core.data_gen.task_sets import held_out_split
     from seed_core.rollout.backends import BACKENDS
     from seed_core.rollout.collector import rollout
 

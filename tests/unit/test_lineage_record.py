@@ -28,6 +28,10 @@ MOVED: dict[str, str] = {
 DIFFERENCES: dict[tuple[str, str, str], str] = {
     **{("*", "code", f"+seed_core/{pkg}/__init__.py"): "the __init__ (a docstring) of the package a module moved into runs before it"
        for pkg in ("lineage", "repro", "sweep", "runtime", "modeling", "skills", "data_gen", "analyzer")},
+    # issue 40: the rl stages reached the pre-flight module for held_out_split alone (now in data_gen/task_sets.py),
+    # so editing a pre-flight threshold reran every rl row; the expert replay came with it
+    ("*", "code", "-seed_core/analyzer/mechanism.py"): "the pre-flight thresholds are no input of the rl stages",
+    ("*", "code", "-seed_core/rollout/expert.py"): "reached through the pre-flight module only",
 }
 """(stage or ``*``, field, item with + / - for added / removed) -> why it differs from the record."""
 
