@@ -11,7 +11,7 @@ one the stage itself runs later, called early and kept cheap (no model is loaded
 * ALFWorld's evaluation splits under ``$ALFWORLD_DATA`` (the message of ``seed_core.alfworld.games``);
 * the data directories ``env.search_qa.data_dir`` and ``env.webshop.data_dir``, the dense retriever's encoder
   and the real WebShop package (the messages of their loaders);
-* the endpoints: the Search-QA retriever, remote vLLM engines and the annotator (``seed_core.analyzer.preflight``).
+* the endpoints: the Search-QA retriever, remote vLLM engines and the annotator (``seed_core.runtime.services``).
 
 A failure is an ``InputError``, a ``ConfigError``: the command prints it as one line and exits 2. Torch is
 never imported here (the ``seed`` command's modules stay torch-free, tests/unit/test_layering.py).
@@ -111,7 +111,7 @@ def check_data_dirs(cfg: SeedConfig) -> None:
 def check_endpoints(cfg: SeedConfig) -> None:
     """The retriever URL, remote vLLM engines and the annotator's endpoint answer (``check_services``)."""
     from seed_core.runtime.io import KnownError
-    from seed_core.analyzer.preflight import ServiceUnavailableError, check_services
+    from seed_core.runtime.services import ServiceUnavailableError, check_services
 
     try:
         check_services(cfg, analyzer=cfg.annotate.client)

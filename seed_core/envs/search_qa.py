@@ -203,7 +203,7 @@ class SearchQAEnv(TimeLimit):
 
     @staticmethod
     def check_service(cfg: EnvConfig, timeout_s: float) -> str | None:
-        """``seed_core.analyzer.preflight``: one one-query search at ``env.search_qa.retriever_url`` (Search-R1 API); what
+        """``seed_core.runtime.services``: one one-query search at ``env.search_qa.retriever_url`` (Search-R1 API); what
         failed, or None (no URL set, or it answers)."""
         settings = cfg.search_qa
         if not settings.retriever_url:

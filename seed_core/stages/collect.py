@@ -28,7 +28,7 @@ def run_collect(cfg: SeedConfig, model_dir: Path, out_dir: Path, tracker: Tracke
     from seed_core.rollout.collector import rollout, rollout_metrics
     from seed_core.rollout.expert import play_expert
 
-    from seed_core.analyzer.preflight import check_services
+    from seed_core.runtime.services import check_services
 
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="base model directory")
     parser.add_argument("--out", required=True, help="output directory, e.g. data/collect")
     args = parser.parse_args()
-    from seed_core.analyzer.preflight import ServiceUnavailableError
+    from seed_core.runtime.services import ServiceUnavailableError
 
     with stage_errors("collect", ServiceUnavailableError):  # the message names the service, its URL and the fix
         print(run_collect(config_from_args(args), Path(args.model), Path(args.out)))

@@ -165,7 +165,7 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
     from seed_core.envs import make_env
     from seed_core.methods import METHODS
     from seed_core.modeling.models import load_policy
-    from seed_core.analyzer.preflight import check_services
+    from seed_core.runtime.services import check_services
     from seed_core.rollout.backends import BACKENDS
 
     out_dir = Path(out_dir)
@@ -212,7 +212,7 @@ def main() -> None:
     parser.add_argument("--method", required=True, help="row label in the tables, e.g. grpo, seed, vanilla")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    from seed_core.analyzer.preflight import ServiceUnavailableError
+    from seed_core.runtime.services import ServiceUnavailableError
 
     with stage_errors("evaluate", ServiceUnavailableError):  # the message names the service, its URL and the fix
         print(run_evaluate(config_from_args(args), Path(args.checkpoint), Path(args.out), args.method))

@@ -33,7 +33,7 @@ from seed_core.runtime.io import (DataFileError, KnownError, atomic_write_text, 
                           write_records)
 from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.runtime.logs import Progress
-from seed_core.analyzer.preflight import ServiceUnavailableError, check_services
+from seed_core.runtime.services import ServiceUnavailableError, check_services
 from seed_core.lineage.resume import StaleRoundsError, check_rounds, rl_fingerprint
 from seed_core.data_gen.task_sets import require_tasks, task_seed, write_tasks
 from seed_core.stages import rl_analyzer

@@ -13,7 +13,7 @@ from seed_core.analyzer.clients import AnalyzerSetupError
 from seed_core.stages.collect import run_collect
 from seed_core.config import SeedConfig
 from seed_core.stages.evaluate import run_evaluate
-from seed_core.analyzer.preflight import ServiceUnavailableError, check_services
+from seed_core.runtime.services import ServiceUnavailableError, check_services
 from seed_core.stages.rl import run_rl_round
 from seed_core.loader import with_overrides
 from tests.faults.helpers import closed_port_url

@@ -83,7 +83,7 @@ LAYERS = (  # lowest first; a module may import its own layer or lower ones, nev
     ("trainer", ("trainer",)),
     ("analyzer", ("analyzer",)),
     ("builders", ("modeling.builders", "modeling.testbed")),
-    ("loader", ("loader", "data_gen.generate", "analyzer.preflight", "analyzer.mechanism", "lineage.side_tables")),
+    ("loader", ("loader", "data_gen.generate", "analyzer.mechanism", "lineage.side_tables")),
     ("stages", ("stages",)),
     ("pipeline", ("sweep", "repro.golden", "repro.golden_build")),
 )

@@ -20,7 +20,7 @@ MOVED: dict[str, str] = {
     "seed_core/models.py": "seed_core/modeling/models.py", "seed_core/model_builders.py": "seed_core/modeling/builders.py",
     "seed_core/testbed.py": "seed_core/modeling/testbed.py", "seed_core/contexts.py": "seed_core/skills/contexts.py",
     "seed_core/static_skills.py": "seed_core/skills/static.py", "seed_core/skill_insert.py": "seed_core/skills/insert.py",
-    "seed_core/mechanism.py": "seed_core/analyzer/mechanism.py", "seed_core/preflight.py": "seed_core/analyzer/preflight.py",
+    "seed_core/mechanism.py": "seed_core/analyzer/mechanism.py", "seed_core/preflight.py": "seed_core/runtime/services.py",
     "seed_core/generate_data.py": "seed_core/data_gen/generate.py", "seed_core/task_sets.py": "seed_core/data_gen/task_sets.py",
 }
 """Old path -> new path of each file the refactor moved (a file keeps its place in a fingerprint under its new name)."""
