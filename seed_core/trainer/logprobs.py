@@ -445,8 +445,8 @@ def score_in_chunks(
     was_training = model.training
     model.eval()
     chunks = _chunks(prompt_ids, response_ids, micro_batch_size, max_tokens, share_prefix)
-    shared = [share_prefix and can_share_prefix(model) and len({tuple(prompt_ids[i]) for i in idx}) < len(idx)
-              for idx in chunks]
+    share_prefix = share_prefix and can_share_prefix(model)  # once, not per pass: it walks the model's modules
+    shared = [share_prefix and len({tuple(prompt_ids[i]) for i in idx}) < len(idx) for idx in chunks]
     forwards = len(chunks) + sum(shared)
     # agreed before any forward pass: a collective between one rank's passes would meet the other's all-gather
     padding = comm.max_int(forwards) - forwards if comm is not None else 0  # 0 on one process
