@@ -64,8 +64,9 @@ def test_an_edit_to_the_round_code_recomputes_the_rounds(workspace: tuple[Path, 
     before, marker = _weights(root), root / MARKER
     source = root / "seed_core" / "stages" / "rl.py"
     text = source.read_text()
-    assert text.count("lr=cfg.rl.lr,") == 1
-    source.write_text(text.replace("lr=cfg.rl.lr,", "lr=cfg.rl.lr * 100,"))
+    optimizer = "if p.requires_grad), cfg.rl)"  # the optimizer's config: the edit raises its learning rate 100x
+    assert text.count(optimizer) == 1
+    source.write_text(text.replace(optimizer, 'if p.requires_grad), cfg.rl.model_copy(update={"lr": cfg.rl.lr * 100}))'))
     _run(["dvc", "repro", "rl@grpo"], root, env)
     assert marker.read_text() == "0\n", "the edited round code never ran: the old rounds were reused"
     assert _weights(root) != before, "the weights are the old code's"
