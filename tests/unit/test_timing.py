@@ -41,7 +41,7 @@ def test_spans_are_exclusive_and_marks_keep_the_first_time(fresh: Path, monkeypa
 
 
 def test_a_process_writes_its_record_only_when_asked(tmp_path: Path) -> None:
-    code = ("from seed_core import timing\ntiming.mark('imports_done')\n"
+    code = ("from seed_core.runtime import timing\ntiming.mark('imports_done')\n"
             "with timing.span('engine'):\n    sum(range(1000))\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DVC_STAGE": "rl@seed"}
     off = subprocess.run([sys.executable, "-c", code], env={k: v for k, v in env.items() if k != timing.ENV},
