@@ -28,14 +28,14 @@ import torch
 
 from seed_core.algorithms import ALGORITHMS, effective_config, effective_tags, effective_values
 from seed_core.config import SeedConfig
+from seed_core.data_gen.task_sets import require_tasks, task_seed, write_tasks
+from seed_core.lineage.resume import StaleRoundsError, check_rounds, rl_fingerprint
+from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.repro.numerics import write_resolved
 from seed_core.runtime.io import (DataFileError, KnownError, atomic_write_text, read_metrics, swap_dir, write_json,
-                          write_records)
-from seed_core.loader import config_from_args, stage_errors, stage_parser
+                                  write_records)
 from seed_core.runtime.logs import Progress
 from seed_core.runtime.services import ServiceUnavailableError, check_services
-from seed_core.lineage.resume import StaleRoundsError, check_rounds, rl_fingerprint
-from seed_core.data_gen.task_sets import require_tasks, task_seed, write_tasks
 from seed_core.stages import rl_analyzer
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import AnnotationRecord, StepRecord

@@ -12,9 +12,11 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
 import torch
+
+from seed_core.config import RLConfig
 
 OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "adamw_torch": functools.partial(torch.optim.AdamW, betas=(0.9, 0.999)),
@@ -22,7 +24,7 @@ OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
 }
 
 
-def build_optimizer(params: Iterable[torch.nn.Parameter], rl: Any) -> torch.optim.Optimizer:
+def build_optimizer(params: Iterable[torch.nn.Parameter], rl: RLConfig) -> torch.optim.Optimizer:
     """``OPTIMIZERS[rl.optim]`` over ``params`` with ``rl.lr`` and ``rl.weight_decay``."""
     return OPTIMIZERS[rl.optim](list(params), lr=rl.lr, weight_decay=rl.weight_decay)
 
@@ -31,8 +33,7 @@ def build_optimizer(params: Iterable[torch.nn.Parameter], rl: Any) -> torch.opti
 def _malloc_trim() -> Callable[[int], int] | None:
     """glibc's ``malloc_trim``, or None where the C library has none (musl, macOS)."""
     name = ctypes.util.find_library("c")
-    trim = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
-    return trim
+    return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
 
 
 def release_host_memory(model: torch.nn.Module) -> None:
