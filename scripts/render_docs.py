@@ -177,6 +177,28 @@ def learning(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "opd_coef": f"{rl['opd_coef']:g}"}
 
 
+def peer_trl() -> dict[str, Any]:
+    """One GRPO iteration against TRL's ``GRPOTrainer`` (``benchmarks/peer_trl.py``): its workload and one row per
+    prompt length."""
+    w = _json("peer_trl.json")["workload"]
+    workload = {"model": Path(w["model"]).name, "threads": w["threads"], "prompts": w["prompts"], "group": w["group"],
+                "new_tokens": w["max_new_tokens"]}
+    rows = []
+    for name in ("peer_trl.json", "peer_trl_1024.json"):
+        d = _json(name)
+        seed, trl = d["seed"], d["trl"]
+        rows_per_run = d["workload"]["prompts"] * d["workload"]["group"]
+        rows.append({"file": name, "prompt_tokens": thousands(seed["runs"][0]["prompt_tokens"] / rows_per_run),
+                     "repeats": d["repeats"], "commit": d["commit"],
+                     "seed_s": f"{seed['iteration_wall_s']['median']:.1f}", "trl_s": f"{trl['iteration_wall_s']['median']:.1f}",
+                     "wall": f"{d['wall_ratio']:.2f}", "memory": f"{d['memory_ratio']:.2f}",
+                     "seed_gb": f"{seed['peak_rss_mb']['median'] / 1024:.2f}",
+                     "trl_gb": f"{trl['peak_rss_mb']['median'] / 1024:.2f}",
+                     "phases": [f"{seed['phases_s_median'][k]:.1f} / {trl['phases_s_median'][k]:.1f}"
+                                for k in ("rollout", "scoring_passes", "update")]})
+    return {"workload": workload, "rows": rows}
+
+
 def context() -> dict[str, Any]:
     """Everything the templates read: the measurements above and the default's settings (params.yaml)."""
     rows = reference_rows()
@@ -185,7 +207,7 @@ def context() -> dict[str, Any]:
             "table2": table2(rows), "verdict": verdict_rows(rows), "episodes": rows[0]["episodes"],
             "pre_default": preflight("preflight_default.json"), "pre_lab": preflight("preflight_mechanism.json"),
             "numerics": numerics(), "time": timings(), "sweep": sweep(), "learning": learning(rows),
-            "rl_rows": len(_json("numerics_run_cost.json")["lanes"]["pinned"]["rl"])}
+            "rl_rows": len(_json("numerics_run_cost.json")["lanes"]["pinned"]["rl"]), "peer": peer_trl()}
 
 
 def render() -> dict[str, str]:
