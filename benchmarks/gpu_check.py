@@ -49,9 +49,9 @@ def vllm_python() -> str | None:
 
 
 def rollout_throughput(cfg: Any, policy: Any, backend_name: str, prompts: list[str], new_tokens: int) -> dict[str, Any]:
-    from seed_core.rollout.backends import BACKENDS
+    from seed_core.rollout.backends import make_backend
 
-    backend = BACKENDS.get(backend_name)(policy, cfg.generation)
+    backend = make_backend(policy, cfg.generation.model_copy(update={"backend": backend_name}))
     backend.generate(prompts[:2], temperature=1.0, max_new_tokens=8, seed=0)  # warm-up (engine start, kernels)
     t0 = time.perf_counter()
     outs = backend.generate(prompts, temperature=1.0, max_new_tokens=new_tokens, seed=1)

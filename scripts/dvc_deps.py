@@ -177,13 +177,13 @@ def write_fingerprints(out_dir: Path, cfg: "SeedConfig | None" = None) -> list[P
 
 PER_ALGORITHM = "rl"
 """The foreach stage whose params file and fingerprint are per item: ``data/params/rl/<algorithm>.yaml`` holds the
-keys that algorithm reads (``seed_core.algorithms.algorithm_keys``), ``data/code/rl/<algorithm>.sha256`` the code it
+keys that algorithm reads (``seed_core.lineage.stage_params.algorithm_keys``), ``data/code/rl/<algorithm>.sha256`` the code it
 can reach (its losses, its analyzer), one file each per registered algorithm."""
 
 
 def algorithm_params_text(algorithm: str, params: dict) -> str:
     """``data/params/rl/<algorithm>.yaml``."""
-    from seed_core.algorithms import algorithm_keys
+    from seed_core.lineage.stage_params import algorithm_keys
 
     return params_text(PER_ALGORITHM, params, algorithm_keys(algorithm))
 

@@ -33,7 +33,8 @@ def _files(fingerprint_text: str) -> list[str]:
 
 def snapshot() -> dict[str, Any]:
     """config -> stage (``rl@<algorithm>`` per algorithm) -> {"params": keys, "code": files, "deps": dvc.yaml deps}."""
-    from seed_core.algorithms import ALGORITHMS, algorithm_keys
+    from seed_core.algorithms import ALGORITHMS
+    from seed_core.lineage.stage_params import algorithm_keys
 
     stages = dvc_deps.stages()
     out: dict[str, Any] = {}

@@ -72,6 +72,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from seed_core.registries import ANNOTATOR_KEYS, CLIENTS, DISTILL_LOSSES, GOVERNANCE, SHAPINGS
 from seed_core.registry import Registry
 
 if TYPE_CHECKING:
@@ -122,14 +123,32 @@ class Algorithm:
             return "static" if self.context == STATIC else "hindsight"
         return "static" if self.student_skills else None
 
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The config keys this algorithm's parts read, as their registry entries declare them (in no order; the
+        lineage takes out the values it fixes): its analyzer's (``CLIENTS``; ``annotate``: the Stage-1 analyzer's
+        ``ANNOTATOR_KEYS``) and its governance's (``GOVERNANCE``), its distillation loss's (``DISTILL_LOSSES``: the
+        one it fixes, else ``rl.distill_loss`` and every loss's, as the config may pick any), its shaping's
+        (``SHAPINGS``), the static skill library's directory and the step-skill cap where it uses them."""
+        analyzer = ANNOTATOR_KEYS if self.analyzer == "annotate" else (
+            CLIENTS.entry(self.analyzer).keys if self.analyzer else ())
+        governance = GOVERNANCE.entry(self.governance).keys if self.governance else ()
+        loss: tuple[str, ...] = ()
+        if self.distill:
+            fixed_loss = dict(self.fixed).get("distill_loss")
+            names = [fixed_loss] if fixed_loss else ["distill_loss", *DISTILL_LOSSES.names()]
+            loss = tuple(k for n in names for k in (("rl.distill_loss",) if n == "distill_loss"
+                                                    else DISTILL_LOSSES.entry(n).keys))
+        keys = {*analyzer, *governance, *loss, *(SHAPINGS.entry(self.shaping).keys if self.shaping else ()),
+                *(("rl.static_skills_dir",) if self.skill_source == "static" else ()),
+                *(("rl.max_step_skills",) if self.step_skills else ())}
+        return tuple(keys)
+
 
 ALGORITHMS: Registry[Algorithm] = Registry("algorithm")
 
 CHECKPOINT_METHODS = ("vanilla", "sft")
 """Evaluated methods that are a checkpoint, not an RL run: the base model and the Stage-1 checkpoint."""
-
-GATED_LOSS = "gated_opd"
-"""The distillation loss that reads ``rl.gate_beta`` (the others take no gate)."""
 
 HINDSIGHT = "hindsight_after_task_line"
 STATIC = "static_before_chat_template"
@@ -196,31 +215,6 @@ Skill-GRPO, GRPO+OPSD, Skill-SD, RLSD, SDAR, OPID; then SEED-static, SEED). ``se
 come after it, as the paper's Table 2 (``ABLATIONS``) follows its main table; the controls (``CONTROLS``) last."""
 
 
-def algorithm_parts(algorithm: Algorithm) -> tuple[str, ...]:
-    """The parts of ``algorithm`` that read keys of their own (``seed_core.lineage.stage_params.RL_PART_KEYS``)."""
-    analyzer = {"policy": ("self_analyzer",), "checkpoint": ("self_analyzer", "frozen_analyzer"),
-                "annotate": ("stage1_analyzer",), "oracle": ("oracle_analyzer",)}.get(algorithm.analyzer or "", ())
-    analyzer += {"ema": ("ema_analyzer",), "gated": ("gated_analyzer",), "anchored": ("anchor",)}.get(
-        algorithm.governance or "", ())
-    gated = algorithm.distill and dict(algorithm.fixed).get("distill_loss", GATED_LOSS) == GATED_LOSS
-    return (*(("distill",) if algorithm.distill else ()), *(("gate",) if gated else ()),
-            *((algorithm.shaping,) if algorithm.shaping else ()),
-            *analyzer, *(("static_skills",) if algorithm.skill_source == "static" else ()),
-            *(("step_skills",) if algorithm.step_skills else ()))
-
-
-def algorithm_keys(name: str) -> tuple[str, ...]:
-    """The params.yaml keys ``rl@<name>`` reads: ``RL_COMMON`` plus the keys of each of its parts, less the values
-    it fixes itself (``Algorithm.fixed``: GRPO+OPSD's ``rl.gate_beta``), in the rl stage's order. Its params
-    dependency ``data/params/rl/<name>.yaml`` and its resume key hold exactly these."""
-    from seed_core.lineage.stage_params import RL_COMMON, RL_PART_KEYS, STAGE_PARAMS
-
-    algorithm = ALGORITHMS.get(name)
-    keys = set(RL_COMMON).union(*(RL_PART_KEYS[part] for part in algorithm_parts(algorithm)))
-    keys -= {f"rl.{field}" for field, _ in algorithm.fixed}
-    return tuple(k for k in STAGE_PARAMS["rl"] if k in keys)
-
-
 def effective_rl(rl: "RLConfig", algorithm: Algorithm) -> "RLConfig":
     """``rl`` with the algorithm's fixed values applied: the coefficients the trainer actually uses."""
     if not algorithm.fixed:
@@ -235,14 +229,32 @@ def effective_config(cfg: "SeedConfig") -> "SeedConfig":
     return cfg if rl is cfg.rl else cfg.model_copy(update={"rl": rl})
 
 
+def _rl_value(rl: "RLConfig", key: str) -> Any:
+    """The value of ``rl.<field>`` (a dotted key a loss entry declares) in ``rl``."""
+    section, _, name = key.partition(".")
+    if section != "rl" or not hasattr(rl, name):
+        raise KeyError(f"{key!r}: a distillation loss's coefficient and arguments are rl.<field> keys of RLConfig")
+    return getattr(rl, name)
+
+
+def loss_coef(rl: "RLConfig") -> float:
+    """The coefficient of ``rl.distill_loss``'s term, read from the key its entry declares (``LossEntry.coef``)."""
+    return float(_rl_value(rl, DISTILL_LOSSES.entry(rl.distill_loss).coef))
+
+
+def loss_kwargs(rl: "RLConfig") -> dict[str, Any]:
+    """The keyword arguments ``rl.distill_loss`` is called with, from the keys its entry declares (the gated
+    loss's ``beta``: ``rl.gate_beta``; the others none)."""
+    return {arg: _rl_value(rl, key) for arg, key in DISTILL_LOSSES.entry(rl.distill_loss).kwargs}
+
+
 def effective_values(rl: "RLConfig", algorithm: Algorithm) -> dict[str, float]:
     """Numbers to log (``algo/...``): the coefficients used after ``effective_rl``; ``rl`` must be effective."""
     out = {"algo/pg_coef": float(rl.pg_coef), "algo/kl_coef": float(rl.kl_coef),
            "algo/entropy_coef": float(rl.entropy_coef)}
     if algorithm.distill:
-        out["algo/lambda"] = float(rl.opd_coef)
-        if rl.distill_loss == "gated_opd":
-            out["algo/beta"] = float(rl.gate_beta)
+        out["algo/lambda"] = float(loss_coef(rl))
+        out |= {f"algo/{arg}": float(value) for arg, value in loss_kwargs(rl).items()}
     if algorithm.shaping == "opid":
         out["algo/opid_coef"] = float(rl.opid_coef)
     if algorithm.shaping == "rlsd":

@@ -13,6 +13,7 @@ call reaches the entries its stage's config can select, not every file of the ta
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Callable, Generic, Iterator, Mapping, TypeVar
 
 T = TypeVar("T")
@@ -39,13 +40,30 @@ def ref_of(obj: object) -> str:
     return f"{getattr(obj, '__module__', '')}:{getattr(obj, '__qualname__', '')}"
 
 
-class Registry(Generic[T]):
-    """A named table of objects of one kind: ``table`` entries (``name -> "module:attr"``, imported on first
-    ``get``) and objects added with the ``@REG.register("name")`` decorator."""
+@dataclass(frozen=True)
+class Entry:
+    """A name table's entry: where its implementation is (``ref``, ``"module:attr"``) and what it declares, known
+    without importing it. A table whose entries declare more subclasses it (``seed_core.registries``:
+    ``LossEntry``'s coefficient, ``BackendEntry``'s abilities); ``seed_core.lineage`` reads ``keys``."""
 
-    def __init__(self, kind: str, table: Mapping[str, str] | None = None) -> None:
+    ref: str
+    reads: tuple[str, ...] = ()
+    """The params.yaml keys the implementation reads beyond its stage's common ones (dotted; a section covers its
+    leaves): an input of every stage that can select it."""
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every config key this entry's implementation depends on (a subclass adds the ones it declares)."""
+        return self.reads
+
+
+class Registry(Generic[T]):
+    """A named table of objects of one kind: ``table`` entries (``name -> "module:attr"`` or an ``Entry``,
+    imported on first ``get``) and objects added with the ``@REG.register("name")`` decorator."""
+
+    def __init__(self, kind: str, table: Mapping[str, str | Entry] | None = None) -> None:
         self.kind = kind
-        self._refs: dict[str, str] = dict(table or {})
+        self._entries = {name: e if isinstance(e, Entry) else Entry(e) for name, e in (table or {}).items()}
         self._items: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -53,7 +71,7 @@ class Registry(Generic[T]):
             known = self._items.get(name)
             if known is not None and known is not obj:
                 raise ValueError(f"{self.kind} {name!r} is already registered to {known!r}")
-            ref = self._refs.get(name)
+            ref = self.ref(name)
             if known is None and ref is not None and ref != ref_of(obj):
                 raise ValueError(f"{self.kind} {name!r} is already in the table as {ref!r}, not {ref_of(obj)!r}")
             self._items[name] = obj
@@ -66,22 +84,31 @@ class Registry(Generic[T]):
             return self._items[name]
         except KeyError:
             pass
-        if name not in self._refs:
+        if name not in self._entries:
             raise UnknownNameError(
                 f"unknown {self.kind} {name!r}; known {self.kind}s: {', '.join(self.names())}"
             ) from None
-        obj = self._items[name] = load_ref(self._refs[name])  # type: ignore[assignment]
+        obj = self._items[name] = load_ref(self._entries[name].ref)  # type: ignore[assignment]
         return obj
 
     def ref(self, name: str) -> str | None:
         """The table entry of ``name`` (``"module:attr"``), None for an object registered in code."""
-        return self._refs.get(name)
+        entry = self._entries.get(name)
+        return entry.ref if entry is not None else None
+
+    def entry(self, name: str) -> Entry:
+        """What the table entry of ``name`` declares (``Entry``); an unknown name fails as ``get`` does."""
+        if name not in self._entries:
+            if name in self._items:
+                return Entry(ref_of(self._items[name]))
+            self.get(name)
+        return self._entries[name]
 
     def names(self) -> list[str]:
-        return sorted({*self._items, *self._refs})
+        return sorted({*self._items, *self._entries})
 
     def __contains__(self, name: object) -> bool:
-        return name in self._items or name in self._refs
+        return name in self._items or name in self._entries
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())

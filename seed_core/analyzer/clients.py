@@ -201,8 +201,8 @@ def checkpoint_client(
             "(the Stage-1 SFT output) or set rl.analyzer_checkpoint in params.yaml"
         )
     from seed_core.modeling.models import load_policy
-    from seed_core.rollout.backends import BACKENDS
+    from seed_core.rollout.backends import make_backend
 
     policy = load_policy(cfg.model, path, trainable=False)
-    own_backend = BACKENDS.get(cfg.generation.backend)(policy, cfg.generation)
+    own_backend = make_backend(policy, cfg.generation)
     return _backend_client(cfg, own_backend, ("checkpoint", str(path)))

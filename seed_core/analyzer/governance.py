@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from seed_core.runtime.io import KnownError
-from seed_core.registry import Registry
+from seed_core.registries import GOVERNANCE  # noqa: F401  (the table of modes, by Algorithm.governance)
 
 ANALYZER_DIR, STATE_FILE = "analyzer", "governance.json"
 
@@ -49,15 +49,13 @@ class Governance:
     """Adds the anchor loss on the round's analysis tokens (``seed_core.trainer.anchor_step``)."""
 
 
-GOVERNANCE: Registry[Governance] = Registry("analyzer governance")
-for _mode in (
-    Governance("live", "SEED: the current policy analyzes every round"),
-    Governance("frozen", "SEED-static / OPSD arXiv 2601.18734 §4.1: the Stage-1 checkpoint"),
-    Governance("ema", "EMA teacher (arXiv 2607.01763), slow rate rl.analyzer_ema_rate", own_weights=True),
-    Governance("gated", "check-gated refresh (CGTR, arXiv 2606.03532) on a held-out audit panel", own_weights=True),
-    Governance("anchored", "SEED fork skill-generation loss + KL anchor to Stage-1 (ours)", anchored=True),
-):
-    GOVERNANCE.register(_mode.name)(_mode)
+LIVE = Governance("live", "SEED: the current policy analyzes every round")
+FROZEN = Governance("frozen", "SEED-static / OPSD arXiv 2601.18734 §4.1: the Stage-1 checkpoint")
+EMA = Governance("ema", "EMA teacher (arXiv 2607.01763), slow rate rl.analyzer_ema_rate", own_weights=True)
+GATED = Governance("gated", "check-gated refresh (CGTR, arXiv 2606.03532) on a held-out audit panel",
+                   own_weights=True)
+ANCHORED = Governance("anchored", "SEED fork skill-generation loss + KL anchor to Stage-1 (ours)", anchored=True)
+"""The modes, by name in ``seed_core.registries.GOVERNANCE`` (with the config keys each reads)."""
 
 
 @torch.no_grad()

@@ -272,7 +272,7 @@ def batch_measures(cfg: SeedConfig, policy: Any, samples: Any, algorithm: Any, s
     decision / format split of the gap and gate (teacher vs theta_old on every teacher token) of one batch."""
     import torch
 
-    from seed_core.algorithms import GATED_LOSS, effective_rl
+    from seed_core.algorithms import effective_rl, loss_kwargs
     from seed_core.losses import ADVANTAGES
     from seed_core.trainer.logprobs import pad_rows
     from seed_core.trainer.mechanism import pooled_split, span_mask, split_sums, zero_advantage_groups
@@ -290,7 +290,7 @@ def batch_measures(cfg: SeedConfig, policy: Any, samples: Any, algorithm: Any, s
     width = max(len(r) for r in samples.response_ids)
     teacher, old = pad_rows(scored["teacher"], width), pad_rows(scored["old"], width)
     active = span_mask([(0, len(r)) for r in samples.response_ids], width) * samples.teacher_mask.unsqueeze(1)
-    beta = rl.gate_beta if algorithm.distill and rl.distill_loss == GATED_LOSS else None
+    beta = loss_kwargs(rl).get("beta") if algorithm.distill else None
     spans = samples.decision_spans or [(0, 0)] * len(samples)
     sums = split_sums(teacher, old, active, span_mask(spans, width), beta)
     split = pooled_split({f"rl/{k}": v for k, v in sums.items()})
@@ -330,14 +330,14 @@ def run_preflight(cfg: SeedConfig, checkpoint: Path, *, heldout: int = 32, tasks
     from seed_core.skills.contexts import make_encoders, shuffle_skills
     from seed_core.envs import make_env
     from seed_core.modeling.models import load_policy
-    from seed_core.rollout.backends import BACKENDS
+    from seed_core.rollout.backends import make_backend
 
     checkpoint = Path(checkpoint)
     check_preflight_args(checkpoint, heldout=heldout, tasks=tasks, algorithm=algorithm)
     env = make_env(cfg.env)
     judge = getattr(env, "judge_skill", None)
     policy = load_policy(cfg.model, checkpoint)
-    backend = BACKENDS.get(cfg.generation.backend)(policy, cfg.generation)
+    backend = make_backend(policy, cfg.generation)
     held = env.make_tasks(held_out_split(env), heldout, seed=cfg.project.seed)
     states, matched = expert_states(cfg, env, held)
     control = shuffle_skills(matched, {t.task_id: t for t in held}, judge)

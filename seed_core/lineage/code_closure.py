@@ -89,7 +89,8 @@ def _ref_module(node: ast.AST) -> str | None:
 
 
 def _table(node: ast.AST) -> tuple[str, dict[str, str]] | None:
-    """``NAME = Registry(kind, {name: "module:attr", ...})`` (annotated or not) -> (NAME, {name: module})."""
+    """``NAME = Registry(kind, {name: "module:attr" or Entry("module:attr", ...), ...})`` (annotated or not) ->
+    (NAME, {name: module})."""
     single = isinstance(node, ast.Assign) and len(node.targets) == 1
     target = node.targets[0] if single else getattr(node, "target", None)
     call = getattr(node, "value", None)
@@ -103,6 +104,8 @@ def _table(node: ast.AST) -> tuple[str, dict[str, str]] | None:
         return None
     entries = {}
     for key, value in zip(literal[0].keys, literal[0].values):
+        if isinstance(value, ast.Call) and value.args:  # an ``Entry("module:attr", ...)`` (or a subclass)
+            value = value.args[0]
         module = _ref_module(value)
         if isinstance(key, ast.Constant) and isinstance(key.value, str) and module:
             entries[key.value] = module

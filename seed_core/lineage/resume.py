@@ -8,12 +8,12 @@ import hashlib
 import json
 from pathlib import Path
 
-from seed_core.lineage import code_closure
-from seed_core.algorithms import ALGORITHMS, algorithm_keys
+from seed_core.algorithms import ALGORITHMS
 from seed_core.config import SeedConfig, project_root
-from seed_core.runtime.io import DataFileError, atomic_write_text
+from seed_core.lineage import code_closure
 from seed_core.lineage.stage_code import RL_STAGE, selection
-from seed_core.lineage.stage_params import FOREACH_KEYS, project
+from seed_core.lineage.stage_params import FOREACH_KEYS, algorithm_keys, project
+from seed_core.runtime.io import DataFileError, atomic_write_text
 
 RESUME_FILE = ".resume_key"
 """In an RL output directory: the fingerprint (``rl_fingerprint``) its finished rounds were made from."""
@@ -38,7 +38,7 @@ def rl_code(cfg: SeedConfig) -> str:
 
 def resume_keys(algorithm: str) -> tuple[str, ...]:
     """The config keys finished rounds of ``algorithm`` depend on: the keys ``rl@<algorithm>`` reads
-    (``seed_core.algorithms.algorithm_keys``) less ``rl.rounds`` (raising it extends a run), plus ``rl.algorithm``
+    (``seed_core.lineage.stage_params.algorithm_keys``) less ``rl.rounds`` (raising it extends a run), plus ``rl.algorithm``
     (the stage's foreach item)."""
     return tuple(k for k in algorithm_keys(algorithm) if k != "rl.rounds") + FOREACH_KEYS["rl"]
 

@@ -12,6 +12,7 @@ config can run and on no other. ``scripts/dvc_deps.py`` writes ``data/code/<stag
 | ``ADVANTAGES``, ``POLICY_LOSSES`` | none | | ``rl.advantage``, ``rl.policy_loss`` |
 | ``DISTILL_LOSSES`` | none | | the effective ``rl.distill_loss`` if the algorithm distills |
 | ``SHAPINGS`` | none | | ``Algorithm.shaping`` |
+| ``GOVERNANCE`` | none | | ``Algorithm.analyzer_governance`` |
 
 A lookup with a literal name (``CLIENTS.get("policy")`` in the evaluate stage) always reaches its entry. Every key
 read here is a param of dvc.yaml's code stage, so changing one rewrites the fingerprints (tests/unit/test_stage_code.py;
@@ -34,7 +35,7 @@ def selection(stage: str, cfg: SeedConfig) -> dict[str, frozenset[str]]:
               "RETRIEVAL_METHODS": frozenset({cfg.env.search_qa.retrieval_method}),
               "CLIENTS": frozenset({cfg.annotate.client}) if stage == "annotate" else frozenset(),
               "ADVANTAGES": frozenset(), "POLICY_LOSSES": frozenset(), "DISTILL_LOSSES": frozenset(),
-              "SHAPINGS": frozenset()}
+              "SHAPINGS": frozenset(), "GOVERNANCE": frozenset()}
     if stage == RL_STAGE:
         algorithm = ALGORITHMS.get(cfg.rl.algorithm)
         rl = effective_rl(cfg.rl, algorithm)
@@ -42,7 +43,8 @@ def selection(stage: str, cfg: SeedConfig) -> dict[str, frozenset[str]]:
         select |= {"ADVANTAGES": frozenset({rl.advantage}), "POLICY_LOSSES": frozenset({rl.policy_loss}),
                    "DISTILL_LOSSES": frozenset({rl.distill_loss} if algorithm.distill else ()),
                    "SHAPINGS": frozenset({algorithm.shaping} if algorithm.shaping else ()),
-                   "CLIENTS": frozenset({analyzer} if analyzer else ())}
+                   "CLIENTS": frozenset({analyzer} if analyzer else ()),
+                   "GOVERNANCE": frozenset({algorithm.analyzer_governance} if algorithm.analyzer_governance else ())}
     return select
 
 

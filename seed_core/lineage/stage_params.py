@@ -12,16 +12,22 @@ Whole-config records are not reads. Every stage writes the whole resolved config
 and logs it as MLflow params: a record of the values in force when it ran (no stage reads another's), which a
 change to a key the stage does not read leaves as it was, like the stage's outputs. What decides whether
 finished RL rounds are reused, ``rl_fingerprint``, hashes only the keys its algorithm reads
-(``seed_core.lineage.resume.resume_keys``: ``seed_core.algorithms.algorithm_keys`` less ``rl.rounds``), the keys of its params
+(``seed_core.lineage.resume.resume_keys``: ``algorithm_keys`` less ``rl.rounds``), the keys of its params
 file ``data/params/rl/<algorithm>.yaml``, so the engine and DVC agree on what makes a round stale.
+
+Declared once: the keys of a variant part are declared by its registry entry (``seed_core.registries``: an analyzer
+client's, a governance mode's, a loss's coefficient and arguments, a shaping's) and gathered per algorithm by
+``Algorithm.keys``; an environment's section is ``env.<name>`` for every registered name. The tables below hold only
+what every run of a stage reads.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from seed_core.config import EnvConfig
-from seed_core.registries import ENVS
+from seed_core.algorithms import ALGORITHMS
+from seed_core.config import EnvConfig, SeedConfig, flatten
+from seed_core.registries import ANNOTATOR_KEYS, CLIENTS, ENVS
 
 NOT_RESULTS = ("tracking", "project.data_dir", "project.preset", "sweep", "rl.save_every", "annotate.concurrency",
                "annotate.fail_fast_after", "annotate.min_ok_fraction", "rl.max_sampling_logp_diff")
@@ -50,30 +56,48 @@ _ENV_SECTIONS = env_sections()
 _ENV = ("env.name", "env.max_steps", "env.history_length", "env.invalid_action_penalty", *_ENV_SECTIONS)
 _GENERATE = ("generation.backend", "generation.top_p", "generation.top_k", "generation.max_new_tokens",
              "generation.max_prompt_tokens", "generation.batch_size", "generation.share_prefix", "generation.vllm")
-_ANALYZER = ("annotate.client", "annotate.model", "annotate.temperature", "annotate.max_tokens",
-             "annotate.parse_attempts", "annotate.timeout_s", "annotate.max_retries", "annotate.prompt_version")
-"""What the Stage-1 analyzer's answers depend on (``openai``: model and sampling; the oracle: nothing more)."""
-_SELF_ANALYZER = ("rl.analyzer_temperature", "rl.analyzer_max_new_tokens", "annotate.parse_attempts")
+_SELF_ANALYZER = CLIENTS.entry("policy").keys
+
+
+def schema_order(keys: set[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """``keys`` in params.yaml's order (``SeedConfig``'s fields; a section where its first leaf is)."""
+    leaves = list(flatten(SeedConfig()))
+    first = {}
+    for i, leaf in enumerate(leaves):
+        for depth in range(1, leaf.count(".") + 2):
+            first.setdefault(".".join(leaf.split(".")[:depth]), i)
+    return tuple(sorted(keys, key=lambda k: first[k]))
+
+
+RL_OWN = ("rl.rounds", "rl.tasks_per_round", "rl.group_size", "rl.advantage", "rl.policy_loss", "rl.clip_ratio_low",
+          "rl.clip_ratio_high", "rl.clip_ratio_c", "rl.kl_coef", "rl.entropy_coef", "rl.pg_coef", "rl.lr",
+          "rl.weight_decay", "rl.optim", "rl.grad_clip", "rl.mini_batch_size", "rl.micro_batch_size",
+          "rl.micro_batch_tokens", "rl.share_prefix", "rl.ppo_epochs")
+"""The rl stage's own keys that every algorithm reads (rounds, groups, PPO, KL, optimizer, batches)."""
+_RL_RUN = ("project.seed", "model.path", *_TRAIN_MODEL, *_ENV, *_GENERATE, "generation.temperature")
+RL_COMMON = (*_RL_RUN, *RL_OWN)
+"""The rl stage's keys that every algorithm reads; ``algorithm_keys`` adds the keys its parts declare."""
+
+
+def algorithm_keys(name: str) -> tuple[str, ...]:
+    """The params.yaml keys ``rl@<name>`` reads: ``RL_COMMON`` (in its order), then the keys its parts declare
+    (``Algorithm.keys``), less the values it fixes (``Algorithm.fixed``), together with the rl stage's own in params.yaml's order. Its
+    params dependency ``data/params/rl/<name>.yaml`` and its resume key hold exactly these."""
+    algorithm = ALGORITHMS.get(name)
+    return (*_RL_RUN, *schema_order({*RL_OWN, *algorithm.keys} - {f"rl.{field}" for field, _ in algorithm.fixed}))
+
 
 STAGE_PARAMS: dict[str, tuple[str, ...]] = {
     "prepare_model": ("model.path", "project.seed", *_ENV, "generation.max_prompt_tokens", "testbed"),
     "generate_alfworld": ("project.seed", "env.name", "env.alfworld"),
     "collect": ("project.seed", *_RUN_MODEL, *_ENV, *_GENERATE, "generation.temperature", "collect"),
     # the static skill library: its budget, counted with the policy's tokenizer (model.path when no base model)
-    "annotate": ("env.name", "env.max_steps", *_ENV_SECTIONS, *_ANALYZER, "annotate.static_skill_tokens",
+    "annotate": ("env.name", "env.max_steps", *_ENV_SECTIONS, *ANNOTATOR_KEYS, "annotate.static_skill_tokens",
                  "model.path"),
     # model.path and env.name: the registered checkpoint's name and tags (flows/common.py model_name / model_tags)
     "sft": ("project.seed", "model.path", "env.name", *_TRAIN_MODEL, "generation.max_prompt_tokens", "sft"),
-    # rl.algorithm is the foreach item (flows/rl.py --algorithm), never params.yaml's value
-    "rl": ("project.seed", "model.path", *_TRAIN_MODEL, *_ENV, *_GENERATE, "generation.temperature", *_ANALYZER,
-           "rl.rounds", "rl.tasks_per_round", "rl.group_size", "rl.advantage", "rl.policy_loss", "rl.distill_loss",
-           "rl.clip_ratio_low", "rl.clip_ratio_high", "rl.clip_ratio_c", "rl.kl_coef", "rl.entropy_coef",
-           "rl.opd_coef", "rl.gate_beta", "rl.opid_coef", "rl.pg_coef", "rl.rlsd_lambda0", "rl.rlsd_decay_steps",
-           "rl.rlsd_clip", "rl.static_skills_dir", "rl.max_step_skills", "rl.lr", "rl.weight_decay", "rl.optim",
-           "rl.grad_clip", "rl.mini_batch_size", "rl.micro_batch_size", "rl.micro_batch_tokens", "rl.share_prefix",
-           "rl.ppo_epochs",
-           "rl.analyzer_temperature", "rl.analyzer_max_new_tokens", "rl.analyzer_checkpoint", "rl.analyzer_ema_rate",
-           "rl.audit_panel_tasks", "rl.audit_tolerance", "rl.anchor_coef", "rl.anchor_kl_coef"),
+    # every key some algorithm reads; rl.algorithm is the foreach item (flows/rl.py --algorithm), never params.yaml's
+    "rl": (*_RL_RUN, *schema_order({*RL_OWN, *(k for name in ALGORITHMS.names() for k in ALGORITHMS.get(name).keys)})),
     "evaluate": ("project.seed", "model.path", *_RUN_MODEL, *_ENV, *_GENERATE, "generation.eval_temperature",
                  *_SELF_ANALYZER, "rl.static_skills_dir", "eval"),
     "report": ("project.preset", "model.path", "annotate.client", "rl.rounds", "rl.tasks_per_round",
@@ -89,30 +113,6 @@ def covers(keys: tuple[str, ...] | list[str], key: str) -> bool:
     """Whether ``key`` is one of ``keys`` or inside a section among them (``env.sokoban`` covers
     ``env.sokoban.dim_room``)."""
     return any(key == k or key.startswith(k + ".") for k in keys)
-
-
-RL_PART_KEYS: dict[str, tuple[str, ...]] = {
-    "distill": ("rl.distill_loss", "rl.opd_coef"),
-    "gate": ("rl.gate_beta",),
-    "opid": ("rl.opid_coef",),
-    "rlsd": ("rl.rlsd_lambda0", "rl.rlsd_decay_steps", "rl.rlsd_clip"),
-    "self_analyzer": _SELF_ANALYZER,
-    "frozen_analyzer": ("rl.analyzer_checkpoint",),
-    "ema_analyzer": ("rl.analyzer_ema_rate",),
-    "gated_analyzer": ("rl.audit_panel_tasks", "rl.audit_tolerance"),
-    "anchor": ("rl.anchor_coef", "rl.anchor_kl_coef"),
-    "oracle_analyzer": ("annotate.parse_attempts",),
-    "stage1_analyzer": _ANALYZER,
-    "static_skills": ("rl.static_skills_dir",),
-    "step_skills": ("rl.max_step_skills",),
-}
-"""Keys of the rl stage that only some algorithms read, by the part of an algorithm that reads them
-(``seed_core.algorithms.algorithm_keys`` picks an algorithm's parts from its registry record): each
-``rl@<algorithm>`` stage depends on ``data/params/rl/<algorithm>.yaml``, its own keys, so an ablation of
-``rl.opd_coef`` never reruns GRPO."""
-
-RL_COMMON = tuple(k for k in STAGE_PARAMS["rl"] if not any(k in keys for keys in RL_PART_KEYS.values()))
-"""The rl stage's keys that every algorithm reads (model, environment, sampling, PPO, optimizer, batches)."""
 
 
 def project(values: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:

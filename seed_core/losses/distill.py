@@ -1,7 +1,7 @@
 """Token-level on-policy distillation from the skill-augmented teacher (seed-algorithm.md §1.10-1.11).
 
-``DISTILL_LOSSES`` (``seed_core.registries``) maps ``rl.distill_loss`` to ``(LossInputs, *, beta) -> (loss,
-metrics)``. The teacher is the same policy scoring the same response tokens under the prompt with the skill
+``DISTILL_LOSSES`` (``seed_core.registries``) maps ``rl.distill_loss`` to ``(LossInputs, **kwargs) -> (loss,
+metrics)``, with the coefficient and keyword arguments its ``LossEntry`` declares. The teacher is the same policy scoring the same response tokens under the prompt with the skill
 inserted; it is detached.
 """
 
@@ -59,11 +59,10 @@ def gated_opd_loss(inp: LossInputs, *, beta: float) -> LossOutput:
     return _opd(inp, lambda delta: torch.sigmoid(beta * delta), needed_by="gated_opd")
 
 
-def opd_loss(inp: LossInputs, *, beta: float | None = None) -> LossOutput:
+def opd_loss(inp: LossInputs) -> LossOutput:
     """Ungated variant of ``gated_opd`` (g = 1): L = masked_mean(l^T - l^S, mask * teacher_mask[:, None]).
 
-    Same shapes and metrics as ``gated_opd``; ``beta`` is accepted only so every DISTILL_LOSSES entry
-    can be called the same way, and is ignored.
+    Same shapes and metrics as ``gated_opd``.
     """
     return _opd(inp, torch.ones_like, needed_by="opd")
 
@@ -74,7 +73,7 @@ SKILL_SD_RATIO_CLAMP = 10.0
 """Skill-SD clamps the log importance ratio at 10 before exp."""
 
 
-def skill_sd_loss(inp: LossInputs, *, beta: float | None = None) -> LossOutput:
+def skill_sd_loss(inp: LossInputs) -> LossOutput:
     """Skill-SD (SDAR's static-skill reproduction, §1.10 table), as SDAR computes it: ``compute_sdl_loss`` in
     ``verl/trainer/ppo/skillsd_utils.py:14-55`` of the SDAR repository, whose importance ratio (``:48-49``) is taken
     from the student log-probs that carry the gradient, so rho is differentiated too.
@@ -85,7 +84,7 @@ def skill_sd_loss(inp: LossInputs, *, beta: float | None = None) -> LossOutput:
         L   = masked_mean(rho * k3, mask * teacher_mask[:, None])
 
     dL/dl^S = rho * (k3 + 1 - exp(l^T - l^S)) / N on the N active tokens where neither clamp binds (a clamped
-    factor contributes no gradient of its own). ``beta`` is accepted for a uniform call signature and ignored.
+    factor contributes no gradient of its own).
     Metrics: opd_loss, teacher_gap_mean, teacher_coverage, skill_sd_ratio_mean.
     """
     active = inp.teacher_token_mask()

@@ -1,6 +1,7 @@
 """Generation backends: user-message prompts in, ``Completion`` (text, token ids, sampling logprobs) out.
 
-A backend is built as ``BACKENDS.get(name)(policy, gen_cfg)`` (the table: ``seed_core.registries``) and exposes
+A backend is built by ``make_backend(policy, gen_cfg)``, the one place (the table: ``seed_core.registries``, whose
+``BackendEntry`` says what each can do: ``BACKENDS.entry(name).in_process``), and exposes
 ``.policy`` and ``generate(prompts, *, temperature, max_new_tokens, seed=None)``. The prompt is rendered with the
 policy's chat template (``encode_prompt``), so callers pass plain user-message texts.
 
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 
 from seed_core.config import GenerationConfig
-from seed_core.registries import BACKENDS  # noqa: F401  (the table of backends, by generation.backend)
+from seed_core.registries import BACKENDS
 from seed_core.rollout.batch_plan import MIN_BATCH_ROWS, unique_rows
 from seed_core.rollout.completion import Completion, cut_at_eos, eos_ids
 
@@ -32,6 +33,11 @@ class GenerationBackend(Protocol):
 
     def generate(self, prompts: list[str], *, temperature: float, max_new_tokens: int,
                  seed: int | None = None) -> list[Completion]: ...
+
+
+def make_backend(policy: Policy, gen_cfg: GenerationConfig) -> GenerationBackend:
+    """The ``gen_cfg.backend`` backend generating with ``policy`` (the one place a backend is built)."""
+    return BACKENDS.get(gen_cfg.backend)(policy, gen_cfg)
 
 
 def left_pad(rows: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 
 from seed_core.config import SeedConfig
-from seed_core.registries import CLIENTS, ENVS
+from seed_core.registries import BACKENDS, CLIENTS, ENVS
 
 CHECK_TIMEOUT_S = 10.0
 """Upper bound on one reachability check."""
@@ -38,7 +38,7 @@ def check_retriever(cfg: SeedConfig) -> None:
 
 def check_engines(cfg: SeedConfig) -> None:
     vllm = cfg.generation.vllm
-    if cfg.generation.backend != "vllm" or not vllm.base_url:
+    if not BACKENDS.entry(cfg.generation.backend).serves or not vllm.base_url:
         return
     for url in (u.strip().rstrip("/") for u in vllm.base_url.split(",") if u.strip()):
         try:

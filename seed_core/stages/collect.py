@@ -24,7 +24,7 @@ def run_collect(cfg: SeedConfig, model_dir: Path, out_dir: Path, tracker: Tracke
     """Writes trajectories.parquet, tasks.json, expert.parquet (empty unless collect.expert_episodes > 0), metrics.json."""
     from seed_core.envs import make_env
     from seed_core.modeling.models import load_policy
-    from seed_core.rollout.backends import BACKENDS
+    from seed_core.rollout.backends import make_backend
     from seed_core.rollout.collector import rollout, rollout_metrics
     from seed_core.rollout.expert import play_expert
 
@@ -38,7 +38,7 @@ def run_collect(cfg: SeedConfig, model_dir: Path, out_dir: Path, tracker: Tracke
     tasks = require_tasks(env.make_tasks("train", cfg.collect.num_tasks, seed=seed), cfg, "train",
                           cfg.collect.num_tasks)
     policy = load_policy(cfg.model, model_dir, trainable=False)
-    backend = BACKENDS.get(cfg.generation.backend)(policy, cfg.generation)
+    backend = make_backend(policy, cfg.generation)
     log.info("collect: %d %s tasks x %d episodes with %s", len(tasks), cfg.env.name, cfg.collect.group_size, model_dir)
     records = rollout(cfg.env, tasks, backend, group_size=cfg.collect.group_size,
                       temperature=cfg.generation.temperature, max_new_tokens=cfg.generation.max_new_tokens,

@@ -166,7 +166,7 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
     from seed_core.methods import METHODS
     from seed_core.modeling.models import load_policy
     from seed_core.runtime.services import check_services
-    from seed_core.rollout.backends import BACKENDS
+    from seed_core.rollout.backends import make_backend
 
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
@@ -182,7 +182,7 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
 
         library = for_config(cfg)
     policy = load_policy(cfg.model, checkpoint, trainable=False)
-    backend = BACKENDS.get(cfg.generation.backend)(policy, cfg.generation)
+    backend = make_backend(policy, cfg.generation)
     rows: list[EvalRecord] = []
     tokens = 0
     passes = (not starred) * (1 + cfg.eval.skill_prompt) + (library is not None)  # rollouts per split and repeat

@@ -31,6 +31,7 @@ from seed_core.config import SeedConfig
 from seed_core.data_gen.task_sets import require_tasks, task_seed, write_tasks
 from seed_core.lineage.resume import StaleRoundsError, check_rounds, rl_fingerprint
 from seed_core.loader import config_from_args, stage_errors, stage_parser
+from seed_core.registries import BACKENDS
 from seed_core.repro.numerics import write_resolved
 from seed_core.runtime.io import (DataFileError, KnownError, atomic_write_text, read_metrics, swap_dir, write_json,
                                   write_records)
@@ -132,7 +133,7 @@ def check_weight_sync(cfg: SeedConfig, metrics: dict[str, float], round_idx: int
         return
     fix = ("the vLLM engine did not load the policy's current weights: check the reload in its log (a "
            "generation.vllm.base_url server must run with VLLM_SERVER_DEV_MODE=1) or restart it"
-           if gen.backend == "vllm" else f"the {gen.backend} backend does not generate with the policy being trained")
+           if BACKENDS.entry(gen.backend).reloads_weights else f"the {gen.backend} backend does not generate with the policy being trained")
     raise StaleEngineWeightsError(
         f"round {round_idx}: stale engine weights: the {gen.backend} engine's log-probs of its sampled tokens differ "
         f"from the trainer's under theta_old by {value:.4g} per token (max {metrics.get(DIFF_MAX, value):.4g}; "
@@ -283,15 +284,15 @@ def _play(state: RoundState) -> None:
     """Play: this process's share of the round's ``rl.tasks_per_round`` tasks, ``rl.group_size`` rollouts each
     (seed = the round's + the rank), with the task type's static skill in the prompt for Skill-GRPO."""
     from seed_core.envs import make_env
-    from seed_core.rollout.backends import BACKENDS
+    from seed_core.rollout.backends import make_backend
     from seed_core.rollout.collector import rollout
     from seed_core.trainer.distributed import Collective
 
     cfg, accelerator, algorithm, seed = state.cfg, state.accelerator, state.algorithm, state.seed
     state.comm = Collective(accelerator)
     # generation runs on the plain module (DDP wraps only forward/backward); same parameters, no copy
-    state.backend = BACKENDS.get(cfg.generation.backend)(
-        replace(state.policy, model=accelerator.unwrap_model(state.policy.model)), cfg.generation)
+    state.backend = make_backend(replace(state.policy, model=accelerator.unwrap_model(state.policy.model)),
+                                 cfg.generation)
     state.env = make_env(cfg.env)
     state.all_tasks = require_tasks(state.env.make_tasks("train", cfg.rl.tasks_per_round, seed=seed), cfg, "train",
                                     cfg.rl.tasks_per_round)

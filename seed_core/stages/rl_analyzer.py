@@ -28,6 +28,7 @@ from seed_core.analyzer.audit import audit_metrics, token_budget, warn_if_unsoun
 from seed_core.analyzer.governance import (ANALYZER_DIR, GOVERNANCE, AnalyzerWeights, Governance, GovernanceError,
                                            check_supported, ema_update, refresh_passes)
 from seed_core.analyzer.parse import skill_metrics
+from seed_core.registries import BACKENDS
 from seed_core.runtime.io import write_records
 from seed_core.data_gen.task_sets import read_tasks, task_seed, write_tasks
 from seed_core.types import StepRecord
@@ -56,9 +57,10 @@ def set_up(state: Any, start: Path | None, out_dir: Path, carried: dict[str, Any
 
     cfg = state.cfg
     check_supported(mode, cfg, is_fsdp(state.accelerator))
-    if cfg.generation.backend != "hf":
+    if not BACKENDS.entry(cfg.generation.backend).in_process:
         raise GovernanceError(f"the {mode.name!r} analyzer generates from weights it keeps in memory: set "
-                              f"generation.backend hf (it is {cfg.generation.backend!r})")
+                              f"generation.backend to one that generates in this process, hf (it is "
+                              f"{cfg.generation.backend!r})")
     plain = state.accelerator.unwrap_model(state.policy.model)
     if state.round_idx == 0:
         weights = AnalyzerWeights.copy_of(plain)
@@ -82,7 +84,7 @@ def _panel(state: Any, out_dir: Path) -> tuple[list[StepRecord], dict[str, Any]]
     from seed_core.envs import make_env
     from seed_core.runtime.io import read_records
     from seed_core.data_gen.task_sets import held_out_split
-    from seed_core.rollout.backends import BACKENDS
+    from seed_core.rollout.backends import make_backend
     from seed_core.rollout.collector import rollout
 
     folder = Path(out_dir) / PANEL_DIR
@@ -92,8 +94,8 @@ def _panel(state: Any, out_dir: Path) -> tuple[list[StepRecord], dict[str, Any]]
     env = make_env(cfg.env)
     seed = task_seed(cfg, "audit", 0)
     tasks = env.make_tasks(held_out_split(env), cfg.rl.audit_panel_tasks, seed=seed)
-    backend = BACKENDS.get(cfg.generation.backend)(
-        replace(state.policy, model=state.accelerator.unwrap_model(state.policy.model)), cfg.generation)
+    backend = make_backend(replace(state.policy, model=state.accelerator.unwrap_model(state.policy.model)),
+                           cfg.generation)
     with torch.random.fork_rng():
         records = rollout(cfg.env, tasks, backend, group_size=1, temperature=cfg.generation.temperature,
                           max_new_tokens=cfg.generation.max_new_tokens, seed=seed, policy_version="audit-panel",
@@ -110,13 +112,13 @@ def _audit(state: Any, model: torch.nn.Module) -> dict[str, float]:
     from seed_core.analyzer.annotate import annotate_trajectories
     from seed_core.analyzer.clients import policy_client
     from seed_core.envs import make_env
-    from seed_core.rollout.backends import BACKENDS
+    from seed_core.rollout.backends import make_backend
     from seed_core.rollout.collector import group_by_trajectory
 
     cfg = state.cfg
     records, tasks = state.governance["panel"]
     env = state.env if state.env is not None else make_env(cfg.env)  # round 0's first audit runs before play
-    backend = BACKENDS.get(cfg.generation.backend)(replace(state.policy, model=model), cfg.generation)
+    backend = make_backend(replace(state.policy, model=model), cfg.generation)
     with torch.random.fork_rng():
         notes = annotate_trajectories(group_by_trajectory(records), tasks, policy_client(cfg, backend=backend),
                                       parse_attempts=cfg.annotate.parse_attempts, policy_version="audit", env=env)
@@ -128,7 +130,7 @@ def analyze(state: Any, analyzer_checkpoint: Path | None, init_checkpoint: Path)
     """The round's analyses by the algorithm's analyzer, then their audit (module docstring)."""
     from seed_core.analyzer.annotate import annotate_trajectories
     from seed_core.analyzer.clients import CLIENTS
-    from seed_core.rollout.backends import BACKENDS
+    from seed_core.rollout.backends import make_backend
     from seed_core.rollout.collector import group_by_trajectory
 
     cfg, algorithm, metrics = state.cfg, state.algorithm, state.metrics
@@ -138,8 +140,8 @@ def analyze(state: Any, analyzer_checkpoint: Path | None, init_checkpoint: Path)
         if algorithm.analyzer == "checkpoint":
             frozen = analyzer_checkpoint or Path(cfg.rl.analyzer_checkpoint or init_checkpoint)
         if "weights" in state.governance:  # ema / gated: their own weights, not the policy's
-            backend = BACKENDS.get(cfg.generation.backend)(
-                replace(state.policy, model=state.governance["weights"].model), cfg.generation)
+            backend = make_backend(replace(state.policy, model=state.governance["weights"].model),
+                                   cfg.generation)
         # ``annotate``: the Stage-1 analyzer (OPID's external LLM; the offline ``oracle`` by default)
         client_name = cfg.annotate.client if algorithm.analyzer == "annotate" else algorithm.analyzer
         client = CLIENTS.get(client_name)(cfg, env=state.env, backend=backend, checkpoint=frozen)

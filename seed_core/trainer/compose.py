@@ -2,9 +2,12 @@
 
     A'   = SHAPINGS[algorithm.shaping](A, ...)                     per-token advantage (OPID §1.8, RLSD §1.10)
     L_tok = pg_coef * L_PG(A') + kl_coef * KL_k3(pi || ref) - entropy_coef * H     token-means over ``mask``
-    L_dis = opd_coef * DISTILL_LOSSES[distill_loss](beta=gate_beta)                token-mean over teacher tokens
+    L_dis = c * DISTILL_LOSSES[distill_loss](**kwargs)                               token-mean over teacher tokens
     L     = L_tok + L_dis                                                          (algorithm.distill only)
 
+c is the value of the key the loss's entry declares as its coefficient (``LossEntry.coef``: ``rl.opd_coef`` for the
+three losses of the paper) and ``kwargs`` the values of its declared arguments (the gated loss's ``beta``:
+``rl.gate_beta``), so a loss with a coefficient of its own needs no edit here.
 ``cfg`` must be the *effective* RL config (``seed_core.algorithms.effective_rl``): the algorithm's fixed
 values are already in it, so the coefficients used here are exactly the ones logged. Pure: no model, no
 I/O, so tests pin the composition (sign, coefficient and mask of each term) on hand-made tensors.
@@ -16,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from torch import Tensor
 
-from seed_core.algorithms import GATED_LOSS, Algorithm
+from seed_core.algorithms import Algorithm, loss_coef, loss_kwargs
 from seed_core.config import RLConfig
 from seed_core.losses.regularizers import entropy_bonus, kl_k3
 from seed_core.losses.types import LossInputs
@@ -28,7 +31,7 @@ class ComposedLoss:
     token_loss: Tensor
     """pg_coef * L_PG + kl_coef * KL - entropy_coef * H (token-mean over ``mask``)."""
     distill_loss: Tensor | None
-    """opd_coef * L_distill (token-mean over teacher tokens), None without a distillation term."""
+    """c * L_distill (token-mean over teacher tokens), None without a distillation term."""
     metrics: dict[str, float]
     pg_loss: Tensor | None = None
     """L_PG(A') before ``pg_coef`` (the policy-gradient term the distillation is compared with: ``rl/grad_ratio``)."""
@@ -57,8 +60,7 @@ def compose_loss(inp: LossInputs, *, cfg: RLConfig, algorithm: Algorithm, step: 
         metrics.update(ent_metrics)
     distill = None
     if algorithm.distill:
-        gate = {"beta": cfg.gate_beta} if cfg.distill_loss == GATED_LOSS else {}  # only the gated loss reads beta
-        d, d_metrics = DISTILL_LOSSES.get(cfg.distill_loss)(inp, **gate)
-        distill = cfg.opd_coef * d
+        d, d_metrics = DISTILL_LOSSES.get(cfg.distill_loss)(inp, **loss_kwargs(cfg))
+        distill = loss_coef(cfg) * d
         metrics.update(d_metrics)
     return ComposedLoss(loss, distill, metrics, pg_loss=pg)

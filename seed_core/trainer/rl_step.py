@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 import torch
 
-from seed_core.algorithms import GATED_LOSS, Algorithm, effective_rl
+from seed_core.algorithms import Algorithm, effective_rl, loss_kwargs
 from seed_core.config import RLConfig
 from seed_core.losses import ADVANTAGES, LossInputs, step_scores
 from seed_core.trainer.compose import compose_loss
@@ -204,7 +204,7 @@ def micro_batch_loss(
         metrics.update(gap_sums_by_outcome(teacher, logprobs.detach(), mask * tmask.unsqueeze(1),
                                            samples.success[idx].to(dev)))
     if algorithm.needs_teacher and samples.decision_spans is not None:
-        beta = cfg.gate_beta if algorithm.distill and cfg.distill_loss == GATED_LOSS else None  # only the gated has g
+        beta = loss_kwargs(cfg).get("beta") if algorithm.distill else None  # only a gated loss has g
         decision = span_mask([samples.decision_spans[i] for i in idx], T).to(dev)
         metrics.update(split_sums(teacher, logprobs.detach(), mask * tmask.unsqueeze(1), decision, beta))
     tokens = float(mask.sum())

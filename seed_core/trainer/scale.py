@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from seed_core.config import ModelConfig
+from seed_core.registries import BACKENDS
 from seed_core.runtime.io import DataFileError, fsync_file, writing
 from seed_core.trainer.checkpoint import checkpoint_bytes, save_checkpoint
 
@@ -81,9 +82,10 @@ def check_layout(accelerator: Any, cfg: Any, *, generates: bool) -> None:
     if cfg.model.lora_rank > 0:
         raise RuntimeError("LoRA (model.lora_rank > 0) is for 1 GPU or DDP layouts; with FSDP train all weights "
                            "(set model.lora_rank: 0) or use configs/accelerate/1gpu.yaml")
-    if generates and cfg.generation.backend == "hf":
-        raise RuntimeError("FSDP shards the policy, so hf generate cannot run on it; use generation.backend: vllm "
-                           "with FSDP, or a 1-GPU/DDP accelerate config with the hf backend")
+    if generates and BACKENDS.entry(cfg.generation.backend).in_process:
+        raise RuntimeError(f"FSDP shards the policy, so the {cfg.generation.backend} backend, which generates in this "
+                           "process from the policy's weights, cannot run on it; use generation.backend: vllm with "
+                           f"FSDP, or a 1-GPU/DDP accelerate config with the {cfg.generation.backend} backend")
 
 
 def apply_lora(model: Any, model_cfg: ModelConfig, resume_adapter: Path | None = None) -> Any:

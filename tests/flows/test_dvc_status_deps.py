@@ -165,7 +165,7 @@ def test_an_ablation_key_reruns_exactly_the_rl_stages_whose_algorithm_reads_it(p
     """Each rl@<algorithm> depends on data/params/rl/<algorithm>.yaml (``algorithm_keys``): an OPD coefficient
     marks SEED and its distilling variants, never GRPO or SEED w/o OPD (whose loss has no OPD term)."""
     from flows.common import rl_algorithms
-    from seed_core.algorithms import algorithm_keys
+    from seed_core.lineage.stage_params import algorithm_keys
     from seed_core.loader import load_config
 
     algorithms = rl_algorithms(load_config(project / "params.yaml"))

@@ -73,12 +73,13 @@ def test_importing_every_flow_and_task_module_loads_no_torch() -> None:
 
 LAYERS = (  # lowest first; a module may import its own layer or lower ones, never a higher one
     ("base", ("registry", "registries", "types", "config", "stats", "lineage", "lineage.code_closure",
-              "lineage.stage_params", "runtime", "repro", "repro.numerics", "repro.reference", "skills",
+              "runtime", "repro", "repro.numerics", "repro.reference", "skills",
               "skills.insert", "modeling")),
     ("engines", ("alfworld", "webshop", "retrieval", "data_gen")),
     ("envs", ("envs",)),
     ("models", ("modeling.models", "losses", "algorithms", "methods", "skills.contexts", "skills.static",
-                "data_gen.task_sets", "lineage.stage_code", "lineage.resume", "tracking")),
+                "data_gen.task_sets", "lineage.stage_params", "lineage.stage_code", "lineage.resume",
+                "tracking")),
     ("rollout", ("rollout",)),
     ("trainer", ("trainer",)),
     ("analyzer", ("analyzer",)),

@@ -33,8 +33,8 @@ def test_every_table_entry_imports_and_is_what_its_name_says(table: str) -> None
     reg = TABLES[table]
     for name in reg.names():
         obj = load_ref(reg.ref(name))
-        assert callable(obj), (table, name)
-        if table == "ENVS":
+        assert callable(obj) or table == "GOVERNANCE", (table, name)  # a governance mode is a record
+        if table in ("ENVS", "GOVERNANCE"):
             assert obj.name == name  # type: ignore[attr-defined]
 
 

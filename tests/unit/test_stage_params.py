@@ -15,7 +15,9 @@ from seed_core.config import SeedConfig
 from seed_core.lineage.stage_params import FOREACH_KEYS, NOT_RESULTS, STAGE_PARAMS, covers
 from seed_core.lineage.resume import resume_keys, rl_fingerprint
 from seed_core.loader import with_overrides
-from seed_core.algorithms import ALGORITHMS, algorithm_keys
+from seed_core.registry import Entry
+from seed_core.algorithms import ALGORITHMS
+from seed_core.lineage.stage_params import algorithm_keys
 from tests.unit.config_recorder import PATHS, loading, recording
 from tests.unit.test_dvc_deps import ROOT, STAGES
 
@@ -198,7 +200,7 @@ def test_a_new_environment_s_settings_are_an_input_of_every_stage_that_plays_or_
     from seed_core.lineage import stage_params
     from seed_core.registries import ENVS
 
-    monkeypatch.setitem(ENVS._refs, "maze", "seed_core.envs.maze:MazeEnv")
+    monkeypatch.setitem(ENVS._entries, "maze", Entry("seed_core.envs.maze:MazeEnv"))
     try:
         planted = importlib.reload(stage_params).STAGE_PARAMS
         for stage in ("collect", "annotate", "rl", "evaluate", "prepare_model"):

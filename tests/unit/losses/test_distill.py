@@ -104,7 +104,7 @@ def test_missing_teacher_logprobs_is_a_clear_error() -> None:
 
 def test_ungated_opd_weights_every_token_by_one() -> None:
     inp = _inputs([[-1.0, -2.0]], [[-0.8, -2.4]])
-    loss, metrics = DISTILL_LOSSES.get("opd")(inp, beta=5.0)
+    loss, metrics = DISTILL_LOSSES.get("opd")(inp)
     loss.backward()
     assert loss.item() == pytest.approx((0.2 - 0.4) / 2, abs=1e-6)
     assert metrics["gate_mean"] == 1.0
