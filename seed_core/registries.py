@@ -14,22 +14,9 @@ The modules that use a table import it from its package as before (``seed_core.e
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from seed_core.registry import Entry, Registry
-
-if TYPE_CHECKING:
-    from seed_core.envs.base import TextEnv
-
-ENVS: "Registry[type[TextEnv]]" = Registry("environment", {
-    "alfworld": "seed_core.envs.alfworld:ALFWorldEnv",
-    "ezpoints": "seed_core.envs.ezpoints:EZPointsEnv",
-    "search_qa": "seed_core.envs.search_qa:SearchQAEnv",
-    "sokoban": "seed_core.envs.sokoban:SokobanEnv",
-    "webshop": "seed_core.envs.webshop:WebShopEnv",
-})
-"""``env.name``: the environment class, built as ``ENVS.get(name)(cfg.env)`` (``seed_core.envs.make_env``)."""
-
 
 
 @dataclass(frozen=True)
@@ -43,6 +30,30 @@ class BackendEntry(Entry):
     """A separate engine that loads the policy's weights from disk each round (``vllm``)."""
     serves: bool = False
     """Can be an already running server (``generation.vllm.base_url``) whose health the pre-flight checks."""
+
+
+@dataclass(frozen=True)
+class LossEntry(Entry):
+    """A loss term: the config key of its coefficient and the config keys of its keyword arguments."""
+
+    coef: str = ""
+    """The dotted config key the term is multiplied by (``rl.opd_coef``)."""
+    kwargs: tuple[tuple[str, str], ...] = ()
+    """(keyword argument, dotted config key) pairs it is called with (the gated loss's ``beta``: ``rl.gate_beta``)."""
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return (*((self.coef,) if self.coef else ()), *(key for _, key in self.kwargs), *self.reads)
+
+
+ENVS: Registry[Any] = Registry("environment", {
+    "alfworld": "seed_core.envs.alfworld:ALFWorldEnv",
+    "ezpoints": "seed_core.envs.ezpoints:EZPointsEnv",
+    "search_qa": "seed_core.envs.search_qa:SearchQAEnv",
+    "sokoban": "seed_core.envs.sokoban:SokobanEnv",
+    "webshop": "seed_core.envs.webshop:WebShopEnv",
+})
+"""``env.name``: the environment class, built as ``ENVS.get(name)(cfg.env)`` (``seed_core.envs.make_env``)."""
 
 
 BACKENDS: Registry[Any] = Registry("generation backend", {
@@ -87,21 +98,6 @@ POLICY_LOSSES: Registry[Any] = Registry("policy loss", {
     "reinforce": "seed_core.losses.policy:reinforce_loss",
 })
 """``rl.policy_loss``: ``(LossInputs, *, clip_ratio_low, clip_ratio_high, clip_ratio_c) -> (loss, metrics)``."""
-
-
-
-@dataclass(frozen=True)
-class LossEntry(Entry):
-    """A loss term: the config key of its coefficient and the config keys of its keyword arguments."""
-
-    coef: str = ""
-    """The dotted config key the term is multiplied by (``rl.opd_coef``)."""
-    kwargs: tuple[tuple[str, str], ...] = ()
-    """(keyword argument, dotted config key) pairs it is called with (the gated loss's ``beta``: ``rl.gate_beta``)."""
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        return (*((self.coef,) if self.coef else ()), *(key for _, key in self.kwargs), *self.reads)
 
 
 DISTILL_LOSSES: Registry[Any] = Registry("distillation loss", {

@@ -8,19 +8,9 @@ a dependency; without it bm25s skips stemming); scoring is bm25s's default BM25 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
-if TYPE_CHECKING:  # the builder's signature (methods.py imports no index module)
-    from seed_core.retrieval.methods import IndexOptions, SearchIndex
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One search result: the position of the document in the indexed list and its BM25 score."""
-
-    doc: int
-    score: float
-
+from seed_core.retrieval.methods import Hit, IndexOptions, SearchIndex
 
 def _stemmer() -> Any:
     try:

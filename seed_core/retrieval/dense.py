@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from seed_core.config import models_root
-from seed_core.retrieval.bm25 import Hit
+from seed_core.retrieval.methods import Hit
 
 if TYPE_CHECKING:  # the builder's signature (methods.py imports no index module)
     from seed_core.retrieval.methods import IndexOptions, SearchIndex

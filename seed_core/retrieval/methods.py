@@ -11,12 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 from seed_core.registries import RETRIEVAL_METHODS
 
-if TYPE_CHECKING:
-    from seed_core.retrieval.bm25 import Hit
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: the position of the document in the indexed list and its score (BM25, cosine, fused)."""
+
+    doc: int
+    score: float
 
 
 class SearchIndex(Protocol):

@@ -142,6 +142,49 @@ def test_seed_core_has_no_import_cycle() -> None:
     assert cycle is None, "import circle (function-local imports count): " + " -> ".join(cycle)
 
 
+def _every_import(path: Path, root: Path) -> set[str]:
+    """Every module name ``path``'s import statements name, ``if TYPE_CHECKING:`` bodies included (relative
+    imports resolved; ``from a import b`` names ``a`` and ``a.b``)."""
+    package = list(path.relative_to(root).with_suffix("").parts[:-1])
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join([*package[: len(package) - (node.level - 1)], *([base] if base else [])])
+            names |= {base, *(f"{base}.{alias.name}" for alias in node.names)}
+    return names
+
+
+def seed_core_type_imports(root: Path = ROOT) -> dict[str, set[str]]:
+    """``seed_core_imports`` with type-only imports counted too: an annotation that needs a module is an edge."""
+    graph = {}
+    for path in (root / "seed_core").rglob("*.py"):
+        files = code_closure._with_parents(_every_import(path, root), root) - {path}
+        graph[_module_name(path, root)] = {_module_name(f, root) for f in files}
+    return graph
+
+
+def test_seed_core_has_no_import_cycle_even_through_type_only_imports() -> None:
+    """Issue 40: the type-only circles (``registries`` <-> ``envs.base``, ``retrieval.bm25`` <-> ``methods``) are
+    gone, and a new one fails here."""
+    cycle = find_cycle(seed_core_type_imports())
+    assert cycle is None, "import circle (type-only and package __init__ imports count): " + " -> ".join(cycle)
+
+
+def test_a_type_only_import_closes_a_circle(tmp_path: Path) -> None:
+    package = tmp_path / "seed_core" / "pkg"
+    package.mkdir(parents=True)
+    (tmp_path / "seed_core" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from seed_core.pkg.b import B\n")
+    (package / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import A\nB = 1\n")
+    assert find_cycle(seed_core_imports(tmp_path)) is None  # the run-time graph has no circle
+    assert find_cycle(seed_core_type_imports(tmp_path)) == ["seed_core.pkg.a", "seed_core.pkg.b", "seed_core.pkg.a"]
+
+
 def test_find_cycle_sees_a_circle_and_only_a_circle() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
