@@ -111,8 +111,12 @@ def stage_select(stage: str, cfg: "SeedConfig", algorithm: str | None = None) ->
 
 
 def stage_fingerprint(stage: str, cfg: "SeedConfig", algorithm: str | None = None) -> str:
-    """``data/code/<stage>.sha256`` (``rl``: ``data/code/rl/<algorithm>.sha256``) under ``cfg``."""
-    return fingerprint(stages()[stage][0], stage_select(stage, cfg, algorithm))
+    """``data/code/<stage>.sha256`` (``rl``: ``data/code/rl/<algorithm>.sha256``) under ``cfg``
+    (``seed_core.lineage.inputs.stage_inputs``; dvc.yaml's command runs the same entry module, tested)."""
+    from seed_core.lineage.inputs import stage_inputs
+    from seed_core.lineage.stage_code import for_algorithm
+
+    return stage_inputs(stage, for_algorithm(cfg, algorithm) if algorithm else cfg, ROOT).fingerprint()
 
 
 def stage_params(stage: str) -> list[str]:

@@ -27,14 +27,12 @@ CONFIGS = ("params.yaml", "presets/testbed-mechanism.yaml", "presets/alfworld-qw
 """The default, the mechanism preset and two paper presets (issue 40's recording test)."""
 
 
-def _files(fingerprint_text: str) -> list[str]:
-    return [line.split(maxsplit=1)[1] for line in fingerprint_text.splitlines() if line.strip()]
-
-
 def snapshot() -> dict[str, Any]:
-    """config -> stage (``rl@<algorithm>`` per algorithm) -> {"params": keys, "code": files, "deps": dvc.yaml deps}."""
+    """config -> stage (``rl@<algorithm>`` per algorithm) -> {"params": keys, "code": files, "deps": dvc.yaml deps},
+    the keys and files as ``seed_core.lineage.inputs.stage_inputs`` answers."""
     from seed_core.algorithms import ALGORITHMS
-    from seed_core.lineage.stage_params import algorithm_keys
+    from seed_core.lineage.inputs import stage_inputs
+    from seed_core.lineage.stage_code import for_algorithm
 
     stages = dvc_deps.stages()
     out: dict[str, Any] = {}
@@ -44,9 +42,9 @@ def snapshot() -> dict[str, Any]:
         for stage, (_, deps, _) in stages.items():
             algorithms = ALGORITHMS.names() if stage == dvc_deps.PER_ALGORITHM else [None]
             for algorithm in algorithms:
-                keys = algorithm_keys(algorithm) if algorithm else dvc_deps.stage_params(stage)
+                inputs = stage_inputs(stage, for_algorithm(cfg, algorithm) if algorithm else cfg, ROOT)
                 per_stage[f"{stage}@{algorithm}" if algorithm else stage] = {
-                    "params": list(keys), "code": _files(dvc_deps.stage_fingerprint(stage, cfg, algorithm)),
+                    "params": list(inputs.keys), "code": [f.relative_to(ROOT).as_posix() for f in inputs.files],
                     "deps": sorted(deps)}
         out[name] = per_stage
     return out

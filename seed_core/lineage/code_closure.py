@@ -223,8 +223,12 @@ def reachable(entry: str, root: Path = ROOT, select: Select | None = None) -> se
     return seen
 
 
-def fingerprint(entry: str, root: Path = ROOT, select: Select | None = None) -> str:
-    """``sha256sum`` lines of every file ``entry`` can load, sorted by path (``sha256sum -c`` checks them)."""
-    files = sorted(reachable(entry, root, select), key=lambda p: p.relative_to(root).as_posix())
+def sha256_lines(files: Collection[Path], root: Path = ROOT) -> str:
+    """``sha256sum`` lines of ``files``, sorted by path under ``root`` (``sha256sum -c`` checks them)."""
     return "".join(f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {f.relative_to(root).as_posix()}\n"
-                   for f in files)
+                   for f in sorted(files, key=lambda p: p.relative_to(root).as_posix()))
+
+
+def fingerprint(entry: str, root: Path = ROOT, select: Select | None = None) -> str:
+    """``sha256sum`` lines of every file ``entry`` can load (``seed_core.lineage.inputs`` asks per stage)."""
+    return sha256_lines(reachable(entry, root, select), root)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from seed_core.algorithms import ALGORITHMS
 from seed_core.config import SeedConfig, project_root
-from seed_core.lineage import code_closure
-from seed_core.lineage.stage_code import RL_STAGE, selection
+from seed_core.lineage.inputs import stage_inputs
+from seed_core.lineage.stage_code import RL_STAGE
 from seed_core.lineage.stage_params import FOREACH_KEYS, algorithm_keys, project
 from seed_core.runtime.io import DataFileError, atomic_write_text
 
@@ -23,23 +23,17 @@ class StaleRoundsError(RuntimeError):
     """An RL output directory holds finished rounds made from other inputs (config, code, checkpoint, data)."""
 
 
-RL_CODE_ENTRY = ("flows.rl", "seed_core.stages.rl")
-"""The module whose import closure is the rl stage's code (``data/code/rl/<algorithm>.sha256``'s lines): the stage's flow in
-a project checkout, else (the engine installed alone) its engine entry point."""
-
-
 def rl_code(cfg: SeedConfig) -> str:
-    """``sha256sum`` lines of the code ``rl@<cfg.rl.algorithm>`` can reach under ``cfg`` (``seed_core.lineage.code_closure``
-    through the table entries ``seed_core.lineage.stage_code.selection`` allows: its losses, its analyzer, the configured
-    environment; the same lines DVC's code stage writes to ``data/code/rl/<algorithm>.sha256``)."""
-    entry = next(e for e in RL_CODE_ENTRY if code_closure.module_file(e) is not None)
-    return code_closure.fingerprint(entry, select=selection(RL_STAGE, cfg))
+    """``sha256sum`` lines of the code ``rl@<cfg.rl.algorithm>`` can reach under ``cfg``
+    (``seed_core.lineage.inputs.stage_inputs``: the same lines DVC's code stage writes to
+    ``data/code/rl/<algorithm>.sha256``)."""
+    return stage_inputs(RL_STAGE, cfg).fingerprint()
 
 
 def resume_keys(algorithm: str) -> tuple[str, ...]:
     """The config keys finished rounds of ``algorithm`` depend on: the keys ``rl@<algorithm>`` reads
-    (``seed_core.lineage.stage_params.algorithm_keys``) less ``rl.rounds`` (raising it extends a run), plus ``rl.algorithm``
-    (the stage's foreach item)."""
+    (``seed_core.lineage.stage_params.algorithm_keys``, ``stage_inputs``' keys) less ``rl.rounds`` (raising it
+    extends a run), plus ``rl.algorithm`` (the stage's foreach item)."""
     return tuple(k for k in algorithm_keys(algorithm) if k != "rl.rounds") + FOREACH_KEYS["rl"]
 
 

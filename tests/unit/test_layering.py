@@ -78,7 +78,7 @@ LAYERS = (  # lowest first; a module may import its own layer or lower ones, nev
     ("engines", ("alfworld", "webshop", "retrieval", "data_gen")),
     ("envs", ("envs",)),
     ("models", ("modeling.models", "losses", "algorithms", "methods", "skills.contexts", "skills.static",
-                "data_gen.task_sets", "lineage.stage_params", "lineage.stage_code", "lineage.resume",
+                "data_gen.task_sets", "lineage.stage_params", "lineage.stage_code", "lineage.inputs", "lineage.resume",
                 "tracking")),
     ("rollout", ("rollout",)),
     ("trainer", ("trainer",)),

@@ -32,6 +32,11 @@ DIFFERENCES: dict[tuple[str, str, str], str] = {
     # so editing a pre-flight threshold reran every rl row; the expert replay came with it
     ("*", "code", "-seed_core/analyzer/mechanism.py"): "the pre-flight thresholds are no input of the rl stages",
     ("*", "code", "-seed_core/rollout/expert.py"): "reached through the pre-flight module only",
+    ("*", "code", "+seed_core/retrieval/methods.py"): "WebShop's search box (bm25) imports Hit, the result type of "
+                                                     "every index, from methods.py, where it moved to end the "
+                                                     "type-only circle bm25 <-> methods",
+    ("*", "code", "+seed_core/lineage/inputs.py"): "stage_inputs, the one answer to what a stage reads: every stage "
+                                                  "reached the resume module, which asks it for the rl stage's code",
 }
 """(stage or ``*``, field, item with + / - for added / removed) -> why it differs from the record."""
 
