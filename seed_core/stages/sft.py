@@ -88,10 +88,11 @@ def run_sft(cfg: SeedConfig, model_dir: Path, annotate_dir: Path, out_dir: Path,
                            on_step=lambda step, row: tracker.log_metrics(row, step=step) if main else None)
     # merged plain weights only: RL starts its own adapter on top (FSDP2 shards `model` in place)
     save_policy(accelerator, model, policy.tokenizer, out_dir / "checkpoint", keep_adapter=False)
-    if not main:
-        return {}
+    # every rank scores (the same rows, so the same passes): a sharded model's forward gathers from all ranks
     sensitivity = measure_skill_sensitivity(cfg, accelerator.unwrap_model(model), policy.tokenizer, encode,
                                             Path(annotate_dir), collect_dir) if collect_dir is not None else {}
+    if not main:
+        return {}
     atomic_write_text(out_dir / "loss.csv", "step,loss\n" + "".join(
         f"{i},{row['sft/loss']:.6f}\n" for i, row in enumerate(history)))
     metrics = {
