@@ -140,7 +140,8 @@ def annotator_server(cfg: SeedConfig, log_dir: Path) -> Iterator[str]:
     supervisor, CPU scheduler flags, port picking and ``Engine`` for health and stopping."""
     from seed_core.runtime.endpoints import models_root
     from seed_core.modeling.builders import prepare_smollm2
-    from seed_core.rollout.vllm_engine import Engine, cpu_scheduler_args, free_port, resolve_python
+    from seed_core.rollout.vllm_engine import Engine, free_port, resolve_python
+    from seed_core.rollout.vllm_launch import cpu_scheduler_args
 
     model, python = prepare_smollm2(models_root() / SMOLLM2), resolve_python(cfg.generation.vllm)
     port, key = free_port(), secrets.token_urlsafe(32)

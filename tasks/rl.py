@@ -14,7 +14,8 @@ from prefect.cache_policies import NO_CACHE
 from seed_core.runtime import timing
 from seed_core.config import SeedConfig
 from seed_core.stages.launch import run_stage
-from seed_core.tracking import Tracker, use_prompts
+from seed_core.tracing import use_prompts
+from seed_core.tracking import Tracker
 
 _CARRIES: dict[str, Any] = {}
 """One ``seed_core.stages.rl.RoundCarry`` per (output directory, fingerprint): the flow's rounds hand the live model
@@ -68,7 +69,7 @@ def log_skill_sample(cfg: SeedConfig, round_path: Path, tracker: Tracker) -> int
 
 def analysis_prompts(cfg: SeedConfig, tracker: Tracker) -> dict[str, str]:
     """The registered versions of the prompts ``cfg.rl.algorithm``'s analyzer sends, named on the stage's run (none
-    without an analyzer): ``seed_core.tracking.use_prompts``."""
+    without an analyzer): ``seed_core.tracing.use_prompts``."""
     from seed_core.algorithms import ALGORITHMS
     from seed_core.analyzer.prompts import registry_prompts, registry_tags
 

@@ -242,7 +242,7 @@ def round0_measures(cfg: SeedConfig, policy: Any, backend: Any, env: Any, n_task
     from seed_core.skills.contexts import TEACHER_CONTEXTS, hindsight_skills, make_encoders
     from seed_core.rollout.collector import group_by_trajectory, rollout
     from seed_core.data_gen.task_sets import task_seed
-    from seed_core.trainer.rl_step import build_samples
+    from seed_core.trainer.samples import build_samples
 
     algorithm = ALGORITHMS.get(algorithm_name)
     seed = task_seed(cfg, "rl", 0)

@@ -1,7 +1,7 @@
 """The ``openai`` analyzer client: chat completions against any OpenAI-compatible endpoint (Stage 1's analyzer,
 ``annotate.client: openai``; ``CLIENTS`` in ``seed_core.registries``). The factory checks the endpoint before
 returning (fail fast); endpoint faults are retried with backoff, then recorded in ``RawAnalysis.error``. Under
-``seed_core.tracking.traced_llm_calls`` each request is an MLflow trace (``LlmCall``): its HTTP attempts (the SDK's
+``seed_core.tracing.traced_llm_calls`` each request is an MLflow trace (``LlmCall``): its HTTP attempts (the SDK's
 retries and ours) as child spans with their status, token usage, latency and the error, the key scrubbed out. Its own
 module, so only the stages that can select it (``seed_core.lineage.stage_code``) depend on its code.
 """
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from seed_core.analyzer.clients import AnalysisRequest, AnalyzerClient, AnalyzerSetupError, RawAnalysis
 from seed_core.config import endpoint_env, env_file
-from seed_core.tracking import LlmCall
+from seed_core.tracing import LlmCall
 
 if TYPE_CHECKING:
     from seed_core.config import AnnotateConfig, SeedConfig

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 from seed_core.config import EnvConfig
 from seed_core.envs.base import TimeLimit
+from seed_core.envs.ezpoints_prompts import ANSWER, COMPACT, COMPACT_OPERATOR, HIDDEN_TARGET, INTRO
 from seed_core.envs.prompt_parts import SeededTaskSet, history_block
 from seed_core.types import HistoryItem, ParsedAction, StepResult, Task
 
@@ -197,53 +198,6 @@ class Game:
         return list(dict.fromkeys(matching))  # first card first
 
 
-_INTRO = """You are an expert card-game player. Build a formula that evaluates to {target} using only the numbers
-on the two playing cards described below. You build it one token at a time: each step appends exactly one
-token to the end of the current formula, either one of the two card numbers, the operator '+' or '*', or
-the equals sign '='.
-
-Card rules:
-1. There are exactly two cards, and each card stands for one number.
-2. Number cards (2-10) count as their face value; face cards (Jack, Queen, King) count as 10;
-   an Ace counts as 1.
-3. Only these two card numbers may appear in the formula.
-4. Each card can be used only once (a number shown on both cards can be used twice).
-
-Formula rules:
-1. Each step appends one token: a card number, '+', '*' or '='.
-2. Appending '=' evaluates the formula and ends the game.
-3. A formula longer than {max_length} tokens cannot grow any further.
-
-Rewards:
-+10 if, when you append '=', the formula equals {target} and uses both card numbers.
--1 for a number that is not on the cards or is already used, for a formula that has grown too long,
-   and for a wrong formula at '='.
-
-"""
-_ANSWER = """
-Your response must be one valid JSON object in this format:
-{{
-  "thoughts": "read both card numbers and the current formula, then reason step by step toward {target}",
-  "action": "the next token to append: a card number, '+', '*' or '='"
-}}"""
-
-
-_COMPACT = """Your task is: append one token per step (a card number, '+', '*' or '=') to build a formula equal to \
-{target}.
-Step {step}. {observation}
-Answer with JSON: {{"thoughts": "...", "action": "<token>"}}"""
-"""``env.ezpoints.prompt: compact``: task line (skills are inserted after it), observation, answer format."""
-
-_COMPACT_OPERATOR = """Your task is: choose the operator ('+' or '*') that makes the first card number, the operator and \
-the second card number equal {target}.
-Step {step}. {observation}
-Answer with JSON: {{"thoughts": "...", "action": "<operator>"}}"""
-"""``prompt: compact`` with ``action_unit: operator``."""
-
-HIDDEN_TARGET = "the hidden target (the sum or the product of the two card numbers)"
-"""How the task line names the target under ``target_rule: suit`` (it never says which)."""
-
-
 class EZPointsEnv(SeededTaskSet, TimeLimit):
     """One EZPoints episode at a time; the cards are rebuilt from ``task.seed`` (``payload`` stays empty)."""
 
@@ -287,14 +241,14 @@ class EZPointsEnv(SeededTaskSet, TimeLimit):
     def build_prompt(self, observation: str, history: list[HistoryItem], step: int) -> str:
         ez, target = self.cfg.ezpoints, self._target_text()
         if ez.prompt == "compact":
-            template = _COMPACT_OPERATOR if self.operator_actions else _COMPACT
+            template = COMPACT_OPERATOR if self.operator_actions else COMPACT
             return template.format(target=target, observation=observation, step=step + 1)
         current = "Your current observation is:"
         if history:
             current = f"{history_block(history, step)}\nYou are now at step {step + 1} and y{current[1:]}"
         return (
-            f"{_INTRO.format(target=target, max_length=ez.max_formula_length)}{current}\n{observation}\n"
-            f"Append the next token to the current formula.\n{_ANSWER.format(target=target)}"
+            f"{INTRO.format(target=target, max_length=ez.max_formula_length)}{current}\n{observation}\n"
+            f"Append the next token to the current formula.\n{ANSWER.format(target=target)}"
         )
 
     def parse_action(self, response: str) -> ParsedAction:

@@ -34,10 +34,10 @@ from seed_core.rollout.vllm_engine import (
     EngineError,
     EnginePool,
     launch_group,
-    launch_specs,
     remote_engine,
     resolve_python,
 )
+from seed_core.rollout.vllm_launch import launch_specs
 
 if TYPE_CHECKING:
     from seed_core.modeling.models import Policy

@@ -11,7 +11,7 @@ missing. Failures are recorded per trajectory (``parse_status = failed`` + reaso
 ``annotate.min_ok_fraction``, when the first ``annotate.fail_fast_after`` trajectories all failed the same way
 (``FailFast``: stops before the rest are sent), and on empty inputs. Outputs: annotations.parquet, sft_examples.jsonl (analyzer-format SFT data) and metrics.json (counts,
 failure reasons, SFT-data statistics: kept, dropped and why, lengths). With an MLflow tracker, the run names the
-registered versions of the prompts it sends (``seed_core.tracking.use_prompts``) and each analyzer call is a trace
+registered versions of the prompts it sends (``seed_core.tracing.use_prompts``) and each analyzer call is a trace
 of it (``traced_llm_calls``).
 """
 
@@ -34,7 +34,8 @@ from seed_core.runtime.io import DataFileError, KnownError, atomic_write_text, r
 from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.runtime.logs import Progress
 from seed_core.data_gen.task_sets import read_tasks
-from seed_core.tracking import NullTracker, Tracker, traced_llm_calls, use_prompts
+from seed_core.tracing import traced_llm_calls, use_prompts
+from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import AnnotationRecord, StepRecord, Task
 
 if TYPE_CHECKING:

@@ -31,13 +31,13 @@ from seed_core.config import SeedConfig
 from seed_core.data_gen.task_sets import require_tasks, task_seed, write_tasks
 from seed_core.lineage.resume import StaleRoundsError, check_rounds, rl_fingerprint
 from seed_core.loader import config_from_args, stage_errors, stage_parser
-from seed_core.registries import BACKENDS
 from seed_core.repro.numerics import write_resolved
-from seed_core.runtime.io import (DataFileError, KnownError, atomic_write_text, read_metrics, swap_dir, write_json,
+from seed_core.runtime.io import (DataFileError, atomic_write_text, read_metrics, swap_dir, write_json,
                                   write_records)
 from seed_core.runtime.logs import Progress
 from seed_core.runtime.services import ServiceUnavailableError, check_services
 from seed_core.stages import rl_analyzer
+from seed_core.stages.weight_sync import StaleEngineWeightsError, check_weight_sync
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import AnnotationRecord, StepRecord
 
@@ -107,38 +107,6 @@ def _prune_checkpoints(out_dir: Path, round_idx: int) -> None:
     for weights in Path(out_dir).glob("round_*/weights"):
         if weights.parent.name < current:
             shutil.rmtree(weights, ignore_errors=True)
-
-
-class StaleEngineWeightsError(KnownError, RuntimeError):
-    """The generation engine sampled from other weights than the ones being trained (``check_weight_sync``); its
-    one-line message names the fix (a known error: the stage CLI and the flows print it without a traceback)."""
-
-
-DIFF_MEAN, DIFF_MAX = "rollout/sampling_logp_diff_mean", "rollout/sampling_logp_diff_max"
-"""The weight-sync monitor (``seed_core.trainer.rl_step.sampling_logp_diff``), in curve.csv and MLflow."""
-
-
-def check_weight_sync(cfg: SeedConfig, metrics: dict[str, float], round_idx: int) -> None:
-    """Raise ``StaleEngineWeightsError`` when the round's mean |engine log-prob - trainer log-prob under
-    theta_old| exceeds ``rl.max_sampling_logp_diff`` (0: off; non-finite fails too). Checked only where the engine
-    reports the trainer's distribution: rollout temperature 1, no top-k / top-p (its log-probs come after them)."""
-    limit, gen = cfg.rl.max_sampling_logp_diff, cfg.generation
-    value = metrics.get(DIFF_MEAN)
-    if limit <= 0 or value is None or value <= limit:
-        return
-    if gen.temperature != 1.0 or gen.top_p < 1.0 or gen.top_k > 0:
-        log.warning("rl round %d: %s = %.4g not checked (rollouts at temperature %s, top_p %s, top_k %s: the "
-                    "engine's log-probs are not the trainer's)", round_idx, DIFF_MEAN, value, gen.temperature,
-                    gen.top_p, gen.top_k)
-        return
-    fix = ("the vLLM engine did not load the policy's current weights: check the reload in its log (a "
-           "generation.vllm.base_url server must run with VLLM_SERVER_DEV_MODE=1) or restart it"
-           if BACKENDS.entry(gen.backend).reloads_weights else f"the {gen.backend} backend does not generate with the policy being trained")
-    raise StaleEngineWeightsError(
-        f"round {round_idx}: stale engine weights: the {gen.backend} engine's log-probs of its sampled tokens differ "
-        f"from the trainer's under theta_old by {value:.4g} per token (max {metrics.get(DIFF_MAX, value):.4g}; "
-        f"{DIFF_MEAN} > rl.max_sampling_logp_diff = {limit:g}); {fix}; for a lower-precision engine alone, raise "
-        "rl.max_sampling_logp_diff")
 
 
 @dataclass
@@ -319,7 +287,7 @@ def _score(state: RoundState) -> Any:
     each step's score (episode return minus ``env.invalid_action_penalty`` for an invalid format) and, for an
     algorithm with a teacher, the teacher prompt of its context with the step's skill (static or hindsight)."""
     from seed_core.skills.contexts import TEACHER_CONTEXTS, hindsight_skills, make_encoders, static_skills
-    from seed_core.trainer.rl_step import build_samples, gather_samples
+    from seed_core.trainer.samples import build_samples, gather_samples
 
     cfg, algorithm, policy, records = state.cfg, state.algorithm, state.policy, state.records
     context = TEACHER_CONTEXTS.get(algorithm.context) if algorithm.context is not None else None

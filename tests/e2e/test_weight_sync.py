@@ -19,7 +19,8 @@ from safetensors.torch import load_file
 from seed_core.config import SeedConfig
 from seed_core.loader import with_overrides
 from seed_core.rollout.backends import HFBackend
-from seed_core.stages.rl import DIFF_MAX, DIFF_MEAN, StaleEngineWeightsError, run_rl, run_rl_round
+from seed_core.stages.rl import run_rl, run_rl_round
+from seed_core.stages.weight_sync import DIFF_MAX, DIFF_MEAN, StaleEngineWeightsError
 from seed_core.tracking import NullTracker
 
 FP32_SYNCED_MAX = 1e-3

@@ -17,7 +17,7 @@ from seed_core.skills.contexts import TEACHER_CONTEXTS, Encoders, hindsight_skil
 from seed_core.runtime.io import read_records
 from seed_core.loader import with_overrides
 from seed_core.stages.annotate import CACHE_FILE, run_annotate
-from seed_core.trainer.rl_step import build_samples
+from seed_core.trainer.samples import build_samples
 from seed_core.types import AnnotationRecord
 from tests.faults import openai_server as fs
 from tests.faults.helpers import RecordingTracker, closed_port_url, marker, write_collect

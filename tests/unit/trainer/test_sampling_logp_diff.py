@@ -14,7 +14,7 @@ from seed_core.algorithms import ALGORITHMS
 from seed_core.config import RLConfig, SeedConfig
 from seed_core.runtime.io import one_line
 from seed_core.loader import with_overrides
-from seed_core.stages.rl import DIFF_MAX, DIFF_MEAN, StaleEngineWeightsError, check_weight_sync
+from seed_core.stages.weight_sync import DIFF_MAX, DIFF_MEAN, StaleEngineWeightsError, check_weight_sync
 from seed_core.trainer.logprobs import score_in_chunks
 from seed_core.trainer.rl_step import RLSamples, rl_update
 
