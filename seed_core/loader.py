@@ -26,6 +26,8 @@ from seed_core.methods import METHODS
 from seed_core.repro.numerics import RECORD_KEY as NUMERICS_RECORD
 from seed_core.registries import ADVANTAGES, BACKENDS, CLIENTS, DISTILL_LOSSES, ENVS, POLICY_LOSSES
 from seed_core.registry import Registry
+from seed_core.runtime.io import one_line
+from seed_core.runtime.logs import configure
 
 
 def parse_yaml(text: str) -> Any:
@@ -263,8 +265,6 @@ def stage_parser(description: str) -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> SeedConfig:
     """The entry point's config (``--config`` + ``--set``); also sends the engine's log lines to stderr."""
-    from seed_core.runtime.logs import configure
-
     configure(getattr(args, "log_level", None))
     one_line_errors(_main_module().rsplit(".", 1)[-1])
     try:
@@ -306,8 +306,6 @@ def one_line_errors(stage: str) -> None:
     previous = getattr(sys.excepthook, "seed_previous", sys.excepthook)
 
     def hook(kind: type[BaseException], err: BaseException, tb: Any) -> None:
-        from seed_core.runtime.io import one_line
-
         message = one_line(err) if isinstance(err, Exception) else None
         if message is None:
             previous(kind, err, tb)

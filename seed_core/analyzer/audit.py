@@ -23,6 +23,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from seed_core.types import AnnotationRecord, StepRecord, Task
+from seed_core.algorithms import ALGORITHMS
+from seed_core.data_gen.task_sets import read_tasks
+from seed_core.envs import ENVS
+from seed_core.runtime.io import read_records
 
 log = logging.getLogger(__name__)
 
@@ -110,11 +114,6 @@ def skill_sample(env: Any, annotations: Sequence[AnnotationRecord], records: Seq
 def round_skill_sample(cfg: Any, round_path: Path, rows: int) -> list[dict[str, Any]]:
     """``skill_sample`` of a finished RL round's directory (its annotations, trajectories and tasks), judged by the
     configured environment where it has a judge; [] when the round has no analyses."""
-    from seed_core.algorithms import ALGORITHMS
-    from seed_core.envs import ENVS
-    from seed_core.runtime.io import read_records
-    from seed_core.data_gen.task_sets import read_tasks
-
     annotations = read_records(round_path / "annotations.parquet", AnnotationRecord)
     if not annotations:
         return []

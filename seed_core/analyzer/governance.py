@@ -30,6 +30,7 @@ import torch
 
 from seed_core.runtime.io import KnownError
 from seed_core.registries import GOVERNANCE  # noqa: F401  (the table of modes, by Algorithm.governance)
+from seed_core.modeling.models import load_policy
 
 ANALYZER_DIR, STATE_FILE = "analyzer", "governance.json"
 
@@ -105,8 +106,6 @@ class AnalyzerWeights:
     @classmethod
     def load(cls, model_cfg: Any, folder: Path) -> "AnalyzerWeights":
         """What ``save`` wrote in ``folder`` (``round_XXX/analyzer``)."""
-        from seed_core.modeling.models import load_policy
-
         state = json.loads((Path(folder) / STATE_FILE).read_text())
         model = load_policy(model_cfg, folder, trainable=False).model.eval()
         return cls(model, int(state["refreshed_round"]), {k: float(v) for k, v in state["audit"].items()})

@@ -37,9 +37,25 @@ from typing import Any, Sequence
 
 from seed_core.analyzer.audit import skill_correct_metrics, skill_correctness  # noqa: F401  (re-exported)
 from seed_core.config import SeedConfig
-from seed_core.data_gen.task_sets import held_out_split
+from seed_core.data_gen.task_sets import held_out_split, task_seed
 from seed_core.runtime.io import KnownError
 from seed_core.types import StepRecord, Task
+from seed_core.algorithms import ALGORITHMS, effective_rl, loss_kwargs
+from seed_core.analyzer.annotate import annotate_trajectories
+from seed_core.analyzer.clients import CLIENTS
+from seed_core.envs import make_env
+from seed_core.losses import ADVANTAGES
+from seed_core.modeling.models import load_policy
+from seed_core.rollout.backends import make_backend
+from seed_core.rollout.collector import group_by_trajectory, rollout
+from seed_core.rollout.expert import play_expert
+from seed_core.skills.contexts import TEACHER_CONTEXTS, hindsight_skills, make_encoders, shuffle_skills
+from seed_core.skills.insert import insert_episode_skill
+from seed_core.trainer.logprobs import pad_rows, score_in_chunks
+from seed_core.trainer.mechanism import (NO_SPAN, decision_span, pooled_split, span_mask, split_sums,
+                                         zero_advantage_groups)
+from seed_core.trainer.rl_step import compute_reference_logprobs, distill_grad_ratio, grad_ratio_rows
+from seed_core.trainer.samples import build_samples
 
 MISMATCH_MARGIN = 0.05
 """A mismatched skill "does not raise" P(expert action): mismatched - plain <= this."""
@@ -174,9 +190,6 @@ class ExpertState:
 def expert_states(cfg: SeedConfig, env: Any, tasks: Sequence[Task]) -> tuple[list[ExpertState], dict[str, str]]:
     """Every state of the expert's episode on each task, and the oracle's hindsight skill of that episode
     (task_id -> skill: the matched skill of the task's states)."""
-    from seed_core.rollout.collector import group_by_trajectory
-    from seed_core.rollout.expert import play_expert
-
     records = play_expert(cfg.env, tasks)
     by_id = {t.task_id: t for t in tasks}
     states, skills = [], {}
@@ -191,10 +204,6 @@ def p_expert(model: Any, pad_id: int, enc: Any, states: Sequence[ExpertState], m
              mismatched: dict[str, str], micro_batch_size: int) -> dict[str, Any]:
     """Mean P(expert action) (``action_probability``) over the states that have an action span and both skills,
     under the plain prompt, the matched and the mismatched skill; ``states`` counts them."""
-    from seed_core.skills.insert import insert_episode_skill
-    from seed_core.trainer.logprobs import score_in_chunks
-    from seed_core.trainer.mechanism import NO_SPAN, decision_span
-
     rows = []
     for s in states:
         ids = enc.raw(s.response)
@@ -214,8 +223,6 @@ def p_expert(model: Any, pad_id: int, enc: Any, states: Sequence[ExpertState], m
 def success_gap(cfg: SeedConfig, backend: Any, env: Any, tasks: Sequence[Task]) -> dict[str, float]:
     """``student`` / ``teacher`` held-out success (plain; with the oracle's hindsight skill of the plain episode)
     and ``perf_gap`` = teacher - student."""
-    from seed_core.rollout.collector import group_by_trajectory, rollout
-
     def play(skills: dict[str, str] | None, tag: str) -> list[StepRecord]:
         return rollout(cfg.env, tasks, backend, group_size=1, temperature=cfg.generation.eval_temperature,
                        max_new_tokens=cfg.generation.max_new_tokens, seed=cfg.project.seed, policy_version="preflight",
@@ -236,14 +243,6 @@ def success_gap(cfg: SeedConfig, backend: Any, env: Any, tasks: Sequence[Task]) 
 def round0_measures(cfg: SeedConfig, policy: Any, backend: Any, env: Any, n_tasks: int,
                     algorithm_name: str) -> dict[str, Any]:
     """``skill_correct``, ``zero_adv_groups``, ``grad_ratio``, ``decision`` of the round-0 batch (module docstring)."""
-    from seed_core.algorithms import ALGORITHMS
-    from seed_core.analyzer.annotate import annotate_trajectories
-    from seed_core.analyzer.clients import CLIENTS
-    from seed_core.skills.contexts import TEACHER_CONTEXTS, hindsight_skills, make_encoders
-    from seed_core.rollout.collector import group_by_trajectory, rollout
-    from seed_core.data_gen.task_sets import task_seed
-    from seed_core.trainer.samples import build_samples
-
     algorithm = ALGORITHMS.get(algorithm_name)
     seed = task_seed(cfg, "rl", 0)
     tasks = env.make_tasks("train", n_tasks, seed=seed)
@@ -272,11 +271,6 @@ def batch_measures(cfg: SeedConfig, policy: Any, samples: Any, algorithm: Any, s
     decision / format split of the gap and gate (teacher vs theta_old on every teacher token) of one batch."""
     import torch
 
-    from seed_core.algorithms import effective_rl, loss_kwargs
-    from seed_core.losses import ADVANTAGES
-    from seed_core.trainer.logprobs import pad_rows
-    from seed_core.trainer.mechanism import pooled_split, span_mask, split_sums, zero_advantage_groups
-    from seed_core.trainer.rl_step import compute_reference_logprobs, distill_grad_ratio, grad_ratio_rows
 
     rl = effective_rl(cfg.rl, algorithm)
     if len(samples) == 0:
@@ -307,8 +301,6 @@ def batch_measures(cfg: SeedConfig, policy: Any, samples: Any, algorithm: Any, s
 def check_preflight_args(checkpoint: Path, *, heldout: int, tasks: int, algorithm: str) -> None:
     """``run_preflight``'s arguments, the given values first and the checkpoint last (``seed preflight`` checks them
     before any model loads): a ``PreflightInputError`` naming the value, what it may be and the fix."""
-    from seed_core.algorithms import ALGORITHMS
-
     distilling = [name for name in ALGORITHMS.names() if ALGORITHMS.get(name).distill
                   and ALGORITHMS.get(name).skill_source == "hindsight"]
     if algorithm not in distilling:
@@ -327,11 +319,6 @@ def run_preflight(cfg: SeedConfig, checkpoint: Path, *, heldout: int = 32, tasks
     """Every measure of the module docstring on ``checkpoint`` (the Stage-1 SFT output), judged by ``thresholds``.
     ``heldout`` held-out tasks (P(expert action), perf_gap), ``tasks`` round-0 train tasks; ``algorithm``: whose
     lambda, beta and teacher context the round-0 measures use (a distilling one)."""
-    from seed_core.skills.contexts import make_encoders, shuffle_skills
-    from seed_core.envs import make_env
-    from seed_core.modeling.models import load_policy
-    from seed_core.rollout.backends import make_backend
-
     checkpoint = Path(checkpoint)
     check_preflight_args(checkpoint, heldout=heldout, tasks=tasks, algorithm=algorithm)
     env = make_env(cfg.env)

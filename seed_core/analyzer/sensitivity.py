@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from seed_core.types import StepRecord, Task
+from seed_core.trainer.logprobs import score_in_chunks
 
 
 def expert_responses(env: Any, steps: Sequence[StepRecord], task: Task) -> list[str]:
@@ -57,8 +58,6 @@ def skill_sensitivity(
 ) -> dict[str, float]:
     """``skill/delta_matched``, ``skill/delta_mismatched`` (nats per token, see module docstring) and
     ``skill/examples`` (steps scored). No step with a skill and a mismatched control -> ``{}``."""
-    from seed_core.trainer.logprobs import score_in_chunks
-
     task_of = {tid: steps[0].task_id for tid, steps in trajectories.items()}
     other = mismatched({t: s for t, s in skills.items() if t in task_of}, task_of)
     plain, matched, control, responses = [], [], [], []

@@ -29,6 +29,7 @@ from pathlib import Path
 from seed_core.data_gen.names import NameMaker
 from seed_core.data_gen.qa_files import QAItem, write_split
 from seed_core.retrieval.corpus import Passage, make_contents, write_corpus
+from seed_core.runtime.io import write_json
 
 OCCUPATIONS = ("architect", "botanist", "cartographer", "chemist", "composer", "engineer", "geologist",
                "historian", "journalist", "linguist", "painter", "physician", "poet", "sculptor", "violinist")
@@ -162,8 +163,6 @@ def generate_qa(spec: QAGenSpec = QAGenSpec()) -> QADataset:
 
 def write_qa(dataset: QADataset, out_dir: str | Path) -> dict[str, float]:
     """Write the corpus and the splits into ``out_dir``; return the counts written."""
-    from seed_core.runtime.io import write_json
-
     out = Path(out_dir)
     write_corpus(dataset.passages, out / "corpus.jsonl")
     report: dict[str, float] = {"passages": float(len(dataset.passages))}

@@ -13,6 +13,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
+from seed_core.runtime.io import atomic_write_bytes
 
 
 SEARCH_R1_SOURCES = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
@@ -46,7 +47,6 @@ def write_split(items: Sequence[QAItem], path: str | Path) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from seed_core.runtime.io import atomic_write_bytes
 
     columns = {
         "id": [i.id for i in items],

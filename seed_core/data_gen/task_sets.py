@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from seed_core.config import SeedConfig, project_root
 from seed_core.runtime.io import DataFileError, write_json
 from seed_core.types import Task
+from seed_core.envs import make_env
 
 if TYPE_CHECKING:
     from seed_core.envs.base import TextEnv
@@ -107,8 +108,6 @@ def build_panel(cfg: SeedConfig, env: TextEnv, split: str) -> dict[str, Any]:
 
 def write_panels(cfg: SeedConfig, out_dir: Path | None = None) -> dict[str, int]:
     """Write the panel of every held-out split of ``cfg``'s environment; ``{file: ids}``."""
-    from seed_core.envs import make_env
-
     env = make_env(cfg.env)
     written = {}
     for split in held_out_splits(env):

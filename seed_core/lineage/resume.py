@@ -14,6 +14,7 @@ from seed_core.lineage.inputs import stage_inputs
 from seed_core.lineage.stage_code import RL_STAGE
 from seed_core.lineage.stage_params import FOREACH_KEYS, algorithm_keys, project
 from seed_core.runtime.io import DataFileError, atomic_write_text
+from seed_core.skills.static import default_dir
 
 RESUME_FILE = ".resume_key"
 """In an RL output directory: the fingerprint (``rl_fingerprint``) its finished rounds were made from."""
@@ -41,8 +42,6 @@ def rl_inputs(cfg: SeedConfig) -> dict[str, Path]:
     """The data the rounds read besides the starting checkpoint (the rl stage's other DVC data deps): the ALFWorld
     training games, and for an algorithm that reads it the static skill library (``rl.static_skills_dir``, else
     the annotate stage's)."""
-    from seed_core.skills.static import default_dir
-
     inputs = {"alfworld_games": project_root() / cfg.env.alfworld.generated_dir}
     if ALGORITHMS.get(cfg.rl.algorithm).skill_source == "static":
         inputs["static_skills"] = Path(cfg.rl.static_skills_dir or default_dir(cfg))

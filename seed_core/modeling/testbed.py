@@ -37,6 +37,16 @@ import torch
 
 from seed_core.config import SeedConfig, SFTConfig
 from seed_core.registry import Registry
+from seed_core.analyzer.annotate import annotate_trajectories, sft_examples
+from seed_core.analyzer.clients import OracleClient
+from seed_core.envs import make_env
+from seed_core.modeling.builders import CHATML_TEMPLATE, TINY_SPECIAL_TOKENS, _build_atomically
+from seed_core.modeling.models import make_encoder
+from seed_core.rollout.collector import group_by_trajectory
+from seed_core.rollout.expert import play_expert
+from seed_core.runtime.io import write_json
+from seed_core.skills.insert import insert_episode_skill
+from seed_core.trainer.sft import run_sft_loop, tokenize_examples
 
 if TYPE_CHECKING:
     from seed_core.rollout.expert import RandomAction
@@ -74,12 +84,6 @@ class Corpus:
 
 def build_corpus(cfg: SeedConfig) -> Corpus:
     """Noisy-expert episodes on ``testbed.episodes`` train tasks, their oracle analyses and skill turns."""
-    from seed_core.analyzer.annotate import annotate_trajectories, sft_examples
-    from seed_core.analyzer.clients import OracleClient
-    from seed_core.envs import make_env
-    from seed_core.rollout.collector import group_by_trajectory
-    from seed_core.rollout.expert import play_expert
-
     tb = cfg.testbed
     actions = RANDOM_ACTIONS.get(cfg.env.name)
     env = make_env(cfg.env)
@@ -113,8 +117,6 @@ def skill_turn(env: Any, prompt: str, own: str, others: list[str], rng: random.R
     """A skill-conditioned example: the episode's own skill and the noise-free expert action, or (with probability
     ``mismatch_fraction``, drawn only when it is > 0 so the default corpus keeps its draws) another task's skill
     and the action *its* plan states (``env.plan_action``; the own skill when the drawn one states none)."""
-    from seed_core.skills.insert import insert_episode_skill
-
     if mismatch_fraction > 0 and others and rng.random() < mismatch_fraction:
         other = rng.choice(others)
         plan = env.plan_action(other) if hasattr(env, "plan_action") else None
@@ -128,7 +130,6 @@ def train_tokenizer(texts: list[str], vocab_size: int) -> Any:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from seed_core.modeling.builders import CHATML_TEMPLATE, TINY_SPECIAL_TOKENS
 
     bpe = Tokenizer(models.BPE())
     # every digit its own token, so a number in the observation and the same number in the answer are the
@@ -153,10 +154,6 @@ def build_testbed_model(cfg: SeedConfig, out_dir: str | Path) -> Path:
     a cell key or a ``dvc.lock`` made on another run of the same machine class matches."""
     from transformers import AutoModelForCausalLM, Qwen2Config
 
-    from seed_core.runtime.io import write_json
-    from seed_core.modeling.builders import _build_atomically
-    from seed_core.modeling.models import make_encoder
-    from seed_core.trainer.sft import run_sft_loop, tokenize_examples
 
     tb = cfg.testbed
 

@@ -34,6 +34,8 @@ from typing import Any, Sequence
 
 from seed_core.repro import numerics
 from seed_core.repro.golden_build import build, golden_config, weights_sha256
+from seed_core.lineage.code_closure import ROOT, reachable
+from seed_core.lineage.stage_code import RL_STAGE, selection
 
 __all__ = ["MATCH", "DIFFERS", "NO_RECORD", "RESULTS", "append", "build", "golden_config", "key", "verdict",
            "weights_sha256"]
@@ -61,9 +63,6 @@ entry."""
 def numerics_files() -> list[Path]:
     """The files whose code the golden hashes depend on: what ``golden_build`` can run under ``golden_config``'s
     selection of the registries (``seed_core.lineage.stage_code``, as the ``rl`` stage), less ``NOT_NUMERICS``; sorted."""
-    from seed_core.lineage.code_closure import ROOT, reachable
-    from seed_core.lineage.stage_code import RL_STAGE, selection
-
     files = reachable(BUILD, select=selection(RL_STAGE, golden_config()))
     return sorted((f for f in files if f.relative_to(ROOT).as_posix() not in NOT_NUMERICS),
                   key=lambda f: f.relative_to(ROOT).as_posix())
@@ -88,7 +87,6 @@ def key() -> str:
     import torch
     import transformers
 
-    from seed_core.lineage.code_closure import ROOT
 
     text = "".join(f"{code_digest(f)}  {f.relative_to(ROOT).as_posix()}\n" for f in numerics_files())
     text += f"torch {torch.__version__}\ntransformers {transformers.__version__}\n"

@@ -36,6 +36,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, MutableMapping
+from seed_core.runtime.io import atomic_write_text
 
 if TYPE_CHECKING:
     from seed_core.config import SeedConfig
@@ -141,7 +142,5 @@ def mlflow_params(rec: dict[str, Any] | None = None) -> dict[str, str]:
 def write_resolved(cfg: SeedConfig, path: str | Path) -> Path:
     """``resolved_config.json``: the resolved config (``seed_core.config.dump_resolved``) plus the ``numerics``
     section of this process (``record()``), atomically."""
-    from seed_core.runtime.io import atomic_write_text
-
     data = {**cfg.model_dump(mode="json"), RECORD_KEY: record()}
     return atomic_write_text(Path(path), json.dumps(data, indent=2, sort_keys=True))

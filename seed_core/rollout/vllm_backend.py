@@ -38,6 +38,7 @@ from seed_core.rollout.vllm_engine import (
     resolve_python,
 )
 from seed_core.rollout.vllm_launch import launch_specs
+from seed_core.modeling.models import encode_prompt
 
 if TYPE_CHECKING:
     from seed_core.modeling.models import Policy
@@ -127,8 +128,6 @@ class VLLMBackend:
 
     def encode(self, prompt: str) -> list[int]:
         """Chat-templated prompt ids, cut from the left to ``max_prompt_tokens`` (as ``HFBackend.encode``)."""
-        from seed_core.modeling.models import encode_prompt
-
         ids = encode_prompt(self.policy.tokenizer, prompt, self.policy.chat_template_kwargs)
         return ids[-self.gen_cfg.max_prompt_tokens:]
 

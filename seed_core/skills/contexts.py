@@ -34,6 +34,7 @@ from typing import Any, Callable
 from seed_core.runtime.io import KnownError
 from seed_core.skills.insert import insert_episode_skill, insert_step_skill
 from seed_core.registry import Registry
+from seed_core.modeling.models import encode_prompt, make_encoder
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +66,6 @@ class Encoders:
 
 def make_encoders(tokenizer: Any, chat_template_kwargs: dict[str, Any], max_prompt_tokens: int) -> Encoders:
     """The encoders of ``tokenizer``; ``tail`` = the common suffix of two one-character prompts' ids."""
-    from seed_core.modeling.models import encode_prompt, make_encoder
-
     def template(text: str) -> str:
         return tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
                                              tokenize=False, **(chat_template_kwargs or {}))

@@ -37,6 +37,14 @@ from seed_core.data_gen.task_sets import read_tasks
 from seed_core.tracing import traced_llm_calls, use_prompts
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import AnnotationRecord, StepRecord, Task
+from seed_core.analyzer.annotate import annotate_trajectories, sft_examples
+from seed_core.analyzer.audit import skill_correct_metrics
+from seed_core.analyzer.cache import AnnotationCache, analyzer_identity, answered, is_final, trajectory_key
+from seed_core.analyzer.clients import AnalyzerSetupError, CLIENTS
+from seed_core.analyzer.prompts import PROMPT_VERSION, registry_prompts, registry_tags
+from seed_core.envs import make_env
+from seed_core.rollout.collector import group_by_trajectory
+from seed_core.skills.static import Note, aggregate, token_counter
 
 if TYPE_CHECKING:
     from seed_core.analyzer.cache import AnnotationCache
@@ -62,20 +70,11 @@ class _Worker:
 
 
 def _make_worker(cfg: SeedConfig) -> _Worker:
-    from seed_core.analyzer.clients import CLIENTS
-    from seed_core.envs import make_env
-
     env = make_env(cfg.env)
     return _Worker(env, CLIENTS.get(cfg.annotate.client)(cfg, env=env))
 
 
 def run_annotate(cfg: SeedConfig, collect_dir: Path, out_dir: Path, tracker: Tracker | None = None) -> dict[str, float]:
-    from seed_core.analyzer.annotate import sft_examples
-    from seed_core.analyzer.cache import AnnotationCache, analyzer_identity, trajectory_key
-    from seed_core.analyzer.prompts import registry_prompts, registry_tags
-    from seed_core.analyzer.audit import skill_correct_metrics
-    from seed_core.rollout.collector import group_by_trajectory
-
     collect_dir, out_dir = Path(collect_dir), Path(out_dir)
     t0 = time.perf_counter()
     _check_prompt_version(cfg)
@@ -131,7 +130,6 @@ def write_static_library(cfg: SeedConfig, annotations: list[AnnotationRecord],
     task type leaves no file behind."""
     import shutil
 
-    from seed_core.skills.static import Note, aggregate, token_counter
 
     hook = getattr(env, "instance_values", None)
     values: dict[str, dict[str, str]] = {}
@@ -174,8 +172,6 @@ class FailFast:
 
     def add(self, record: AnnotationRecord) -> bool:
         """Whether the run should stop, with ``record`` the latest trajectory to finish."""
-        from seed_core.analyzer.cache import answered
-
         if self.reason is not None or not self.n or len(self.first) >= self.n:
             return self.reason is not None
         self.first.append(record)
@@ -200,8 +196,6 @@ class FailFast:
 def check_ok_fraction(cfg: SeedConfig, annotations: list[AnnotationRecord], endpoint: str, out_dir: Path) -> None:
     """Raise ``AnnotationQualityError`` when fewer than ``annotate.min_ok_fraction`` of the trajectories
     were annotated: the message gives the count, the commonest failures with an example, and the fix."""
-    from seed_core.analyzer.cache import answered
-
     ok = sum(a.ok for a in annotations)
     if ok >= cfg.annotate.min_ok_fraction * len(annotations):
         return
@@ -230,9 +224,6 @@ def _annotate_missing(
 ) -> dict[str, AnnotationRecord]:
     """Annotate ``missing`` on ``annotate.concurrency`` threads; each final record is cached as it lands.
     ``watch`` (``FailFast``) sees every finished record and may stop the run (queued work is cancelled)."""
-    from seed_core.analyzer.annotate import annotate_trajectories
-    from seed_core.analyzer.cache import is_final
-
     local = threading.local()
     clients: list[AnalyzerClient] = []  # one per thread (list.append is atomic)
     begun: list[str] = []
@@ -279,8 +270,6 @@ class _Stop(Exception):
 
 
 def _check_prompt_version(cfg: SeedConfig) -> None:
-    from seed_core.analyzer.prompts import PROMPT_VERSION
-
     if cfg.annotate.prompt_version != PROMPT_VERSION:
         raise ConfigError(
             f"annotate.prompt_version = {cfg.annotate.prompt_version!r}, but this code writes analyzer prompts "
@@ -310,8 +299,6 @@ def failure_reasons(annotations: list[AnnotationRecord]) -> dict[str, int]:
 
 def annotation_metrics(annotations: list[AnnotationRecord]) -> dict[str, float]:
     """Outcome counts; a failure is ``no_answer`` (the calls failed) or ``unparsable`` (answers, no JSON)."""
-    from seed_core.analyzer.cache import answered
-
     n = max(len(annotations), 1)
     ok = sum(a.ok for a in annotations)
     no_answer = sum(not answered(a) for a in annotations)
@@ -351,7 +338,6 @@ def main() -> None:
     parser.add_argument("--collect", required=True, help="collect stage output directory")
     parser.add_argument("--out", required=True, help="output directory, e.g. data/annotate")
     args = parser.parse_args()
-    from seed_core.analyzer.clients import AnalyzerSetupError
 
     with stage_errors("annotate", AnalyzerSetupError, AnnotationQualityError, ConfigError, DataFileError):  # bad setup or input: the message says the fix
         print(run_annotate(config_from_args(args), Path(args.collect), Path(args.out)))

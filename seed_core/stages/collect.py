@@ -16,20 +16,18 @@ from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.data_gen.task_sets import require_tasks, task_seed, write_tasks
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import StepRecord
+from seed_core.envs import make_env
+from seed_core.modeling.models import load_policy
+from seed_core.rollout.backends import make_backend
+from seed_core.rollout.collector import rollout, rollout_metrics
+from seed_core.rollout.expert import play_expert
+from seed_core.runtime.services import ServiceUnavailableError, check_services
 
 log = logging.getLogger(__name__)
 
 
 def run_collect(cfg: SeedConfig, model_dir: Path, out_dir: Path, tracker: Tracker | None = None) -> dict[str, float]:
     """Writes trajectories.parquet, tasks.json, expert.parquet (empty unless collect.expert_episodes > 0), metrics.json."""
-    from seed_core.envs import make_env
-    from seed_core.modeling.models import load_policy
-    from seed_core.rollout.backends import make_backend
-    from seed_core.rollout.collector import rollout, rollout_metrics
-    from seed_core.rollout.expert import play_expert
-
-    from seed_core.runtime.services import check_services
-
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
     check_services(cfg)  # retriever / engines answer before the model loads
@@ -66,7 +64,6 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="base model directory")
     parser.add_argument("--out", required=True, help="output directory, e.g. data/collect")
     args = parser.parse_args()
-    from seed_core.runtime.services import ServiceUnavailableError
 
     with stage_errors("collect", ServiceUnavailableError):  # the message names the service, its URL and the fix
         print(run_collect(config_from_args(args), Path(args.model), Path(args.out)))

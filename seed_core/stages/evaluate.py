@@ -38,6 +38,14 @@ from seed_core.runtime.logs import Progress
 from seed_core.data_gen.task_sets import panel_tasks, task_seed
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import EvalRecord, StepRecord, Task
+from seed_core.analyzer.annotate import annotate_trajectories, skills_by_traj
+from seed_core.analyzer.clients import CLIENTS
+from seed_core.envs import make_env
+from seed_core.methods import METHODS, STAR
+from seed_core.modeling.models import load_policy
+from seed_core.rollout.backends import make_backend
+from seed_core.rollout.collector import group_by_trajectory, rollout, rollout_metrics
+from seed_core.runtime.services import ServiceUnavailableError, check_services
 
 if TYPE_CHECKING:
     from seed_core.envs.base import TextEnv
@@ -47,8 +55,6 @@ log = logging.getLogger(__name__)
 
 def to_eval_records(records: Sequence[StepRecord], method: str, checkpoint: str, skill_prompt: bool,
                     repeat: int = 0) -> list[EvalRecord]:
-    from seed_core.rollout.collector import group_by_trajectory
-
     out = []
     for steps in group_by_trajectory(records).values():
         r = steps[0]
@@ -114,11 +120,6 @@ def play_panel(cfg: SeedConfig, env: TextEnv, backend: Any, split: str, tasks: S
     """Repeat ``repeat`` of every task of ``split`` (sampling seed ``task_seed(cfg, "eval", repeat)``): the
     method's rows, its ``_replay`` rows (``eval.skill_prompt``) and its static-skill rows (``library``).
     Returns the rows and the response tokens generated."""
-    from seed_core.analyzer.annotate import annotate_trajectories, skills_by_traj
-    from seed_core.analyzer.clients import CLIENTS
-    from seed_core.methods import METHODS, STAR
-    from seed_core.rollout.collector import group_by_trajectory, rollout, rollout_metrics
-
     starred = method in METHODS and METHODS.get(method).with_skills
     play = dict(group_size=1, temperature=cfg.generation.eval_temperature, max_new_tokens=cfg.generation.max_new_tokens,
                 seed=task_seed(cfg, "eval", repeat), policy_version=method,
@@ -162,12 +163,6 @@ def run_evaluate(cfg: SeedConfig, checkpoint: Path, out_dir: Path, method: str,
     """Writes episodes.parquet (EvalRecord rows, one per episode) and metrics.json; ``method`` names the rows,
     and a "*" method (``seed_core.methods``) plays with the static skills only. Every split plays its fixed
     panel (``eval_tasks``) ``eval.repeats`` times."""
-    from seed_core.envs import make_env
-    from seed_core.methods import METHODS
-    from seed_core.modeling.models import load_policy
-    from seed_core.runtime.services import check_services
-    from seed_core.rollout.backends import make_backend
-
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
     check_services(cfg)  # retriever / engines answer before the model loads
@@ -212,7 +207,6 @@ def main() -> None:
     parser.add_argument("--method", required=True, help="row label in the tables, e.g. grpo, seed, vanilla")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    from seed_core.runtime.services import ServiceUnavailableError
 
     with stage_errors("evaluate", ServiceUnavailableError):  # the message names the service, its URL and the fix
         print(run_evaluate(config_from_args(args), Path(args.checkpoint), Path(args.out), args.method))

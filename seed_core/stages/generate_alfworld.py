@@ -22,6 +22,8 @@ from pathlib import Path
 from seed_core.config import SeedConfig
 from seed_core.runtime.io import write_json
 from seed_core.loader import config_from_args, stage_parser
+from seed_core.alfworld.engine import Engine
+from seed_core.alfworld.generator import LABELS, generate_one
 
 REPORT = "generation_report.json"
 
@@ -42,9 +44,6 @@ def run_generate_alfworld(cfg: SeedConfig, out_dir: Path, *, max_object_types: i
 
     ``max_object_types`` caps the object types per room (None = every type the floor plan lists).
     """
-    from seed_core.alfworld.engine import Engine
-    from seed_core.alfworld.generator import LABELS, generate_one
-
     out_dir = Path(out_dir)
     _prepare(out_dir)
     count = cfg.env.alfworld.num_generated_games

@@ -40,6 +40,18 @@ from seed_core.stages import rl_analyzer
 from seed_core.stages.weight_sync import StaleEngineWeightsError, check_weight_sync
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import AnnotationRecord, StepRecord
+from seed_core.envs import make_env
+from seed_core.modeling.models import load_policy
+from seed_core.rollout.backends import make_backend
+from seed_core.rollout.collector import rollout, rollout_metrics
+from seed_core.skills.contexts import TEACHER_CONTEXTS, hindsight_skills, make_encoders, static_skills
+from seed_core.trainer.checkpoint import ADAPTER_DIR, link_tree
+from seed_core.trainer.distributed import Collective
+from seed_core.trainer.optim import build_optimizer
+from seed_core.trainer.rl_step import rl_update
+from seed_core.trainer.samples import build_samples, gather_samples
+from seed_core.trainer.scale import (apply_lora, check_layout, load_optimizer, make_accelerator, prepare_reference,
+                                     save_policy)
 
 log = logging.getLogger(__name__)
 
@@ -228,11 +240,6 @@ def _load_training_state(cfg: SeedConfig, round_idx: int, init_checkpoint: Path,
     """(accelerator, policy, optimizer, ref) from checkpoint ``start``: the policy (LoRA: base + saved adapter),
     ``rl.optim``'s AdamW(lr, betas (0.9, 0.999), weight_decay) with its saved state, and the frozen reference when
     ``rl.kl_coef`` > 0 (the KL term's pi_ref = --init)."""
-    from seed_core.modeling.models import load_policy
-    from seed_core.trainer.checkpoint import ADAPTER_DIR
-    from seed_core.trainer.optim import build_optimizer
-    from seed_core.trainer.scale import apply_lora, check_layout, load_optimizer, make_accelerator, prepare_reference
-
     accelerator = make_accelerator(cfg.model)
     check_layout(accelerator, cfg, generates=True)
     resume_lora = cfg.model.lora_rank > 0 and round_idx > 0 and (start / ADAPTER_DIR).is_dir()
@@ -251,11 +258,6 @@ def _load_training_state(cfg: SeedConfig, round_idx: int, init_checkpoint: Path,
 def _play(state: RoundState) -> None:
     """Play: this process's share of the round's ``rl.tasks_per_round`` tasks, ``rl.group_size`` rollouts each
     (seed = the round's + the rank), with the task type's static skill in the prompt for Skill-GRPO."""
-    from seed_core.envs import make_env
-    from seed_core.rollout.backends import make_backend
-    from seed_core.rollout.collector import rollout
-    from seed_core.trainer.distributed import Collective
-
     cfg, accelerator, algorithm, seed = state.cfg, state.accelerator, state.algorithm, state.seed
     state.comm = Collective(accelerator)
     # generation runs on the plain module (DDP wraps only forward/backward); same parameters, no copy
@@ -286,9 +288,6 @@ def _score(state: RoundState) -> Any:
     """Score: the round's step samples, gathered from every process (``RLSamples``): prompt and response ids,
     each step's score (episode return minus ``env.invalid_action_penalty`` for an invalid format) and, for an
     algorithm with a teacher, the teacher prompt of its context with the step's skill (static or hindsight)."""
-    from seed_core.skills.contexts import TEACHER_CONTEXTS, hindsight_skills, make_encoders, static_skills
-    from seed_core.trainer.samples import build_samples, gather_samples
-
     cfg, algorithm, policy, records = state.cfg, state.algorithm, state.policy, state.records
     context = TEACHER_CONTEXTS.get(algorithm.context) if algorithm.context is not None else None
     task_of = {t.task_id: t for t in state.tasks}
@@ -305,9 +304,6 @@ def _update(state: RoundState, samples: Any, init_checkpoint: Path) -> None:
     """Update: ``rl_update`` (L = pg_coef L_PPO(A') - c_ent H + kl_coef KL + opd_coef L_OPD, see
     ``seed_core.trainer.rl_step``), the weight-sync check, then the round's ``rollout/*`` metrics over every
     process's records and its throughput; every metric a float."""
-    from seed_core.rollout.collector import rollout_metrics
-    from seed_core.trainer.rl_step import rl_update
-
     cfg, metrics = state.cfg, state.metrics
     rl_analyzer.before_update(state, samples)
     metrics.update(rl_update(state.policy.model, state.optimizer, samples, cfg=cfg.rl, algorithm=state.algorithm,
@@ -331,8 +327,6 @@ def _persist(state: RoundState, out_dir: Path, final: Path, carry: RoundCarry | 
     """Persist: ``round_XXX/`` built in a temporary directory and swapped in (the checkpoint at a resume point,
     else the weights where vLLM loads them), older checkpoints pruned, the metrics to the tracker, and the live
     state handed to the next round (``carry``)."""
-    from seed_core.trainer.scale import save_policy
-
     cfg, accelerator, policy, round_idx = state.cfg, state.accelerator, state.policy, state.round_idx
     work = final.with_name(f".{final.name}.tmp")  # a killed attempt leaves only this; it is rebuilt
     accelerator.wait_for_everyone()
@@ -368,7 +362,6 @@ def finalize_rl(cfg: SeedConfig, out_dir: Path) -> dict[str, float]:
     """Write the final checkpoint, ``curve.csv`` (one row per round) and the stage ``metrics.json``."""
     import pandas as pd
 
-    from seed_core.trainer.checkpoint import link_tree
 
     cfg = effective_config(cfg)
     out_dir = Path(out_dir)

@@ -29,9 +29,16 @@ from seed_core.analyzer.governance import (ANALYZER_DIR, GOVERNANCE, AnalyzerWei
                                            check_supported, ema_update, refresh_passes)
 from seed_core.analyzer.parse import skill_metrics
 from seed_core.registries import BACKENDS
-from seed_core.runtime.io import write_records
-from seed_core.data_gen.task_sets import read_tasks, task_seed, write_tasks
+from seed_core.runtime.io import read_records, write_records
+from seed_core.data_gen.task_sets import held_out_split, read_tasks, task_seed, write_tasks
 from seed_core.types import StepRecord
+from seed_core.analyzer.annotate import annotate_trajectories
+from seed_core.analyzer.clients import CLIENTS, policy_client
+from seed_core.envs import make_env
+from seed_core.rollout.backends import make_backend
+from seed_core.rollout.collector import group_by_trajectory, rollout
+from seed_core.trainer.anchor_step import analysis_batch, anchor_update, trajectory_gains
+from seed_core.trainer.scale import is_fsdp
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +60,6 @@ def set_up(state: Any, start: Path | None, out_dir: Path, carried: dict[str, Any
     if carried is not None:
         state.governance = carried
         return
-    from seed_core.trainer.scale import is_fsdp
 
     cfg = state.cfg
     check_supported(mode, cfg, is_fsdp(state.accelerator))
@@ -81,12 +87,6 @@ def set_up(state: Any, start: Path | None, out_dir: Path, carried: dict[str, Any
 
 def _panel(state: Any, out_dir: Path) -> tuple[list[StepRecord], dict[str, Any]]:
     """The gated mode's fixed held-out panel (module docstring): read from ``<out>/audit_panel`` or played now."""
-    from seed_core.envs import make_env
-    from seed_core.runtime.io import read_records
-    from seed_core.data_gen.task_sets import held_out_split
-    from seed_core.rollout.backends import make_backend
-    from seed_core.rollout.collector import rollout
-
     folder = Path(out_dir) / PANEL_DIR
     if (folder / "tasks.json").is_file():
         return read_records(folder / "trajectories.parquet", StepRecord), read_tasks(folder / "tasks.json")
@@ -109,12 +109,6 @@ def _panel(state: Any, out_dir: Path) -> tuple[list[StepRecord], dict[str, Any]]
 
 def _audit(state: Any, model: torch.nn.Module) -> dict[str, float]:
     """Parse rate, failure shares and correctness of ``model``'s analyses of the panel (unprefixed keys)."""
-    from seed_core.analyzer.annotate import annotate_trajectories
-    from seed_core.analyzer.clients import policy_client
-    from seed_core.envs import make_env
-    from seed_core.rollout.backends import make_backend
-    from seed_core.rollout.collector import group_by_trajectory
-
     cfg = state.cfg
     records, tasks = state.governance["panel"]
     env = state.env if state.env is not None else make_env(cfg.env)  # round 0's first audit runs before play
@@ -128,11 +122,6 @@ def _audit(state: Any, model: torch.nn.Module) -> dict[str, float]:
 
 def analyze(state: Any, analyzer_checkpoint: Path | None, init_checkpoint: Path) -> None:
     """The round's analyses by the algorithm's analyzer, then their audit (module docstring)."""
-    from seed_core.analyzer.annotate import annotate_trajectories
-    from seed_core.analyzer.clients import CLIENTS
-    from seed_core.rollout.backends import make_backend
-    from seed_core.rollout.collector import group_by_trajectory
-
     cfg, algorithm, metrics = state.cfg, state.algorithm, state.metrics
     t0 = time.perf_counter()
     if algorithm.analyzer is not None:
@@ -161,7 +150,6 @@ def before_update(state: Any, samples: Any) -> None:
     mode = governance_of(state.algorithm)
     if mode is None or not mode.anchored:
         return
-    from seed_core.trainer.anchor_step import trajectory_gains
 
     traj_ids = state.comm.gather_lists([r.traj_id for r in state.records if len(r.response_ids) > 0])
     state.governance["gains"] = trajectory_gains(state.policy.model, samples, traj_ids,
@@ -199,8 +187,6 @@ def _gated_refresh(state: Any, plain: torch.nn.Module) -> dict[str, float]:
 
 def _anchor_step(state: Any, init_checkpoint: Path) -> dict[str, float]:
     """One optimizer step on the anchor loss of the round's analyses (``seed_core.trainer.anchor_step``)."""
-    from seed_core.trainer.anchor_step import analysis_batch, anchor_update
-
     cfg, policy = state.cfg, state.policy
     ref = state.ref
     if ref is None and cfg.rl.anchor_kl_coef > 0:  # the KL anchor's pi_0 without the KL term's reference

@@ -18,6 +18,13 @@ from seed_core.skills.insert import insert_episode_skill
 from seed_core.data_gen.task_sets import read_tasks
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import AnnotationRecord, StepRecord
+from seed_core.analyzer.annotate import skills_by_traj
+from seed_core.analyzer.sensitivity import skill_sensitivity
+from seed_core.envs import make_env
+from seed_core.modeling.models import load_policy, make_encoder
+from seed_core.rollout.collector import group_by_trajectory
+from seed_core.trainer.scale import apply_lora, check_layout, make_accelerator, save_policy
+from seed_core.trainer.sft import run_sft_loop, tokenize_examples
 
 
 def read_sft_examples(path: Path) -> list[tuple[str, str]]:
@@ -37,11 +44,6 @@ def measure_skill_sensitivity(cfg: SeedConfig, model, tokenizer, encode, annotat
                               collect_dir: Path) -> dict[str, float]:
     """Skill sensitivity of the trained checkpoint on the collected trajectories and their Stage-1 skills
     (``seed_core.analyzer.sensitivity``)."""
-    from seed_core.analyzer.annotate import skills_by_traj
-    from seed_core.analyzer.sensitivity import skill_sensitivity
-    from seed_core.envs import make_env
-    from seed_core.rollout.collector import group_by_trajectory
-
     trajectories = group_by_trajectory(read_records(collect_dir / "trajectories.parquet", StepRecord))
     skills = skills_by_traj(read_records(annotate_dir / "annotations.parquet", AnnotationRecord))
     return skill_sensitivity(model, tokenizer.pad_token_id, encode,
@@ -55,9 +57,6 @@ def run_sft(cfg: SeedConfig, model_dir: Path, annotate_dir: Path, out_dir: Path,
     """Writes checkpoint/ (HF dir), loss.csv (step, loss) and metrics.json."""
     import torch
 
-    from seed_core.modeling.models import load_policy, make_encoder
-    from seed_core.trainer.scale import apply_lora, check_layout, make_accelerator, save_policy
-    from seed_core.trainer.sft import run_sft_loop, tokenize_examples
 
     tracker = tracker or NullTracker()
     out_dir = Path(out_dir)

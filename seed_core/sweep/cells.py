@@ -35,6 +35,8 @@ from seed_core.config import SeedConfig
 from seed_core.runtime.io import recover_dir, swap_dir, write_json
 from seed_core.lineage.stage_params import NOT_RESULTS
 from seed_core.tracking import NullTracker, Tracker
+from seed_core.lineage.code_closure import fingerprint
+from seed_core.sweep.cell import run_seed_cell
 
 LOG_FILE = "cells.log"
 """One JSON line per event of every try (``started``, ``completed``, ``reused``), under the cells directory."""
@@ -70,8 +72,6 @@ def code_fingerprint(entry: str = "flows.sweep") -> str:
     """16 hex digits of the sha256 of the ``sha256sum`` lines of every file ``entry`` can import
     (``seed_core.lineage.code_closure``, the same lines as the DVC stages' code dependency): an edit to any code a cell runs
     is another key, so a result made by other code is never reused."""
-    from seed_core.lineage.code_closure import fingerprint
-
     return hashlib.sha256(fingerprint(entry).encode()).hexdigest()[:16]
 
 
@@ -111,8 +111,6 @@ CellRunner = Callable[[SeedConfig, Path, Path, list[str], Tracker], dict[str, An
 
 def _run_seed_cell(cfg: SeedConfig, base_model: Path, out_dir: Path, methods: list[str],
                    tracker: Tracker) -> dict[str, Any]:
-    from seed_core.sweep.cell import run_seed_cell
-
     return run_seed_cell(cfg, base_model, out_dir, methods, tracker=tracker)
 
 

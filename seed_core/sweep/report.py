@@ -14,6 +14,8 @@ from typing import Any
 from seed_core.algorithms import ABLATIONS
 from seed_core.runtime.io import atomic_write_text, write_json
 from seed_core.methods import in_paper_order, label
+from seed_core.loader import load_config
+from seed_core.sweep.cell import read_cells, setting_of, summarize_sweep
 
 MECHANISM_LABELS = {
     "analysis/parse_ok_rate": "parse rate", "analysis/skill_words_mean": "skill words",
@@ -120,8 +122,6 @@ def plot_sweep_curves(summary: dict[str, Any], path: Path) -> Path:
 
 def run_sweep_report(cells: list[Path], out_dir: Path, setting: dict[str, Any]) -> dict[str, Any]:
     """Read the cells, write ``learning.json``, ``table.md`` and ``curve_success.png`` into ``out_dir``."""
-    from seed_core.sweep.cell import read_cells, summarize_sweep
-
     summary = summarize_sweep(read_cells(cells), setting)
     out_dir = Path(out_dir)
     write_json(out_dir / "learning.json", summary)
@@ -131,9 +131,6 @@ def run_sweep_report(cells: list[Path], out_dir: Path, setting: dict[str, Any]) 
 
 
 def main(argv: list[str] | None = None) -> None:
-    from seed_core.loader import load_config
-    from seed_core.sweep.cell import setting_of
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="params.yaml")
     parser.add_argument("--cells", nargs="+", type=Path, required=True)

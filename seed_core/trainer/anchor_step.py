@@ -20,6 +20,7 @@ import torch
 
 from seed_core.losses.anchor import anchor_loss, skill_gen_reward
 from seed_core.trainer.logprobs import pack_sequences, response_logprobs, score_in_chunks
+from seed_core.modeling.models import encode_prompt
 
 
 def trajectory_gains(model: torch.nn.Module, samples: Any, traj_ids: Sequence[str], pad_id: int,
@@ -45,8 +46,6 @@ def trajectory_gains(model: torch.nn.Module, samples: Any, traj_ids: Sequence[st
 def analysis_batch(annotations: Sequence[Any], tokenizer: Any, chat_kwargs: dict[str, Any], gains: dict[str, float],
                    won: dict[str, bool]) -> tuple[list[list[int]], list[list[int]], list[float]]:
     """(prompt ids, answer ids, SEED rewards) of every analysis with a non-empty answer."""
-    from seed_core.modeling.models import encode_prompt
-
     prompts, answers, rewards = [], [], []
     for a in annotations:
         ids = tokenizer(a.raw_output, add_special_tokens=False)["input_ids"]

@@ -9,7 +9,7 @@ from seed_core.types import EvalRecord
 
 
 def test_star_rows_use_the_static_skill_of_the_task_type(tiny_model_dir, tmp_path, monkeypatch):
-    import seed_core.rollout.collector as collector
+    import seed_core.stages.evaluate as collector  # the stage looks rollout up in its own module
 
     lib = StaticSkills(general="- Never push a box into a corner.", texts={}, mapping={}).write(tmp_path / "lib")
     seen = []
@@ -38,7 +38,7 @@ def test_star_rows_use_the_static_skill_of_the_task_type(tiny_model_dir, tmp_pat
 def test_a_star_method_plays_only_with_the_static_skills(tiny_model_dir, tmp_path, monkeypatch):
     """evaluate@skill_grpo_star (the pipeline's Skill-GRPO* row): one pass, every prompt with the static skill of
     its task type; its success is those episodes' (no eval.with_skills needed)."""
-    import seed_core.rollout.collector as collector
+    import seed_core.stages.evaluate as collector  # the stage looks rollout up in its own module
 
     lib = StaticSkills(general="- Count the cards first.", texts={}, mapping={}).write(tmp_path / "lib")
     seen = []

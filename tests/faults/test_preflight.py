@@ -54,7 +54,7 @@ def test_rl_checks_the_annotator_endpoint_before_the_first_rollout(tiny_model_di
     url = closed_port_url()
     monkeypatch.setenv("OPENAI_BASE_URL", url)
     cfg = with_overrides(tiny_rl_config(tiny_model_dir), {"rl.algorithm": "opid", "annotate.client": "openai"})
-    monkeypatch.setattr("seed_core.modeling.models.load_policy", lambda *a, **k: pytest.fail("the model was loaded"))
+    monkeypatch.setattr("seed_core.stages.rl.load_policy", lambda *a, **k: pytest.fail("the model was loaded"))
     with pytest.raises(AnalyzerSetupError, match=f"^cannot reach the analyzer endpoint {url} "):
         run_rl_round(cfg, 0, tiny_model_dir, tmp_path / "rl")
 

@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from seed_core.stages.rl import RoundCarry, is_resume_point, round_dir, run_rl, run_rl_round
-from seed_core.trainer import scale
+from seed_core.stages import rl as scale  # the rl stage's save_policy (bound where it is called)
 from seed_core.loader import with_overrides
 from tests.faults.test_rl_resume import tiny_rl_config
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-import seed_core.rollout.collector as collector
 from seed_core.config import SeedConfig
 from seed_core.envs import ENVS, make_env
 from seed_core.runtime.io import read_records, write_records
@@ -91,16 +90,16 @@ def _tiny(tiny_model_dir: Path, **overrides) -> SeedConfig:
 def _evaluate(cfg: SeedConfig, out: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[EvalRecord], list]:
     """run_evaluate's rows and every step it played as (task_id, step, prompt, response)."""
     played: list[tuple[str, int, str, str]] = []
-    rollout = collector.rollout
+    rollout = evaluate.rollout
 
     def spy(*args, **kwargs):
         records = rollout(*args, **kwargs)
         played.extend((r.task_id, r.step, r.prompt, r.response) for r in records)
         return records
 
-    monkeypatch.setattr(collector, "rollout", spy)
+    monkeypatch.setattr(evaluate, "rollout", spy)  # where the stage looks it up
     run_evaluate(cfg, Path(cfg.model.path), out, "vanilla")
-    monkeypatch.setattr(collector, "rollout", rollout)
+    monkeypatch.setattr(evaluate, "rollout", rollout)
     return read_records(out / "episodes.parquet", EvalRecord), played
 
 
