@@ -31,6 +31,11 @@ from pathlib import Path
 from typing import Any, Iterator
 from uuid import UUID
 
+from prefect._internal.control_listener import configure_from_env
+from prefect.client.orchestration import get_client
+from prefect.engine import handle_engine_signals
+from prefect.flow_engine import flow_run_logger, load_flow_run, run_flow
+from prefect.states import Failed
 from pydantic import BaseModel
 
 from flows.pool import CELL_FLOW, ENTRYPOINT, PULL_STEPS, ROOT_VAR, WORKER_NAME_VAR, deployment_name
@@ -56,7 +61,7 @@ RUN_ID = re.compile(r"[0-9a-f]{32}")
 
 def deployment_refusal(flow_run: Any, deployment: Any, flow_name: str | None, pool: str) -> str | None:
     """Why ``flow_run`` (of ``deployment``, whose flow is ``flow_name``; None: no deployment) is not a run of the
-    pool's cell deployment as ``flows.pool.ensure_deployment`` registers it, or None."""
+    pool's cell deployment as ``flows.sweep_pool.ensure_deployment`` registers it, or None."""
     ours = deployment_name(pool)
     if deployment is None:
         return "it belongs to no deployment"
@@ -175,8 +180,6 @@ def refusal_message(worker: str, pool: str, why: str) -> str:
 
 
 def refused_state(message: str) -> Any:
-    from prefect.states import Failed
-
     return Failed(name=REFUSED, message=message)
 
 
@@ -184,11 +187,6 @@ def run_checked_cell() -> None:
     """``python -m flows.cell_guard`` (``CELL_COMMAND``), the process a seed worker starts for a checked flow run:
     Prefect's engine entry (``prefect.engine``'s ``__main__``) for the one cell flow, with the flow run's parameters
     read once, checked again (``cell_refusal``) and passed as they were checked; the deployment is not read."""
-    from prefect._internal.control_listener import configure_from_env
-    from prefect.client.orchestration import get_client
-    from prefect.engine import handle_engine_signals
-    from prefect.flow_engine import flow_run_logger, load_flow_run, run_flow
-
     flow_run_id = UUID(os.environ["PREFECT__FLOW_RUN_ID"])
     configure_from_env()
     with handle_engine_signals(flow_run_id):

@@ -20,14 +20,18 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import yaml
+from prefect.client.orchestration import get_client
+from prefect.runtime import flow_run
+from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, get_current_settings, temporary_settings
+from prefect.settings.models.flows import FlowsSettings
 
-from seed_core.runtime import timing
 from seed_core.algorithms import ALGORITHMS
 from seed_core.config import ConfigError, SeedConfig, project_root
-from seed_core.runtime.io import one_line
+from seed_core.lineage.resume import RESUME_FILE, rl_fingerprint
 from seed_core.loader import load_config, one_line_errors
 from seed_core.methods import METHODS, star
-from seed_core.lineage.resume import RESUME_FILE
+from seed_core.runtime import timing
+from seed_core.runtime.io import one_line
 from seed_core.tracking import RunTracker, Tracker, open_run
 
 RL_ALGORITHMS = ("grpo", "seed_static", "seed", "seed_no_sft", "seed_no_opd", "seed_static_library")
@@ -151,7 +155,6 @@ def parse_args(stage: str, *options: str) -> argparse.Namespace:
     logging.getLogger("prefect.flow_runs").addFilter(_known_error_without_traceback)
     logging.getLogger("prefect.task_runs").addFilter(_known_error_without_traceback)
     timing.mark("config_loaded")  # validation imports the registries (torch, which the engine needs anyway)
-    from prefect.settings import temporary_settings
 
     _PROCESS_SETTINGS.enter_context(temporary_settings(flow_run_settings()))  # for the rest of this stage process
     return args
@@ -179,9 +182,6 @@ def flow_run_settings() -> dict[Any, Any]:
     Heartbeats only matter to a zombie-flow automation on the server (Prefect's "detect zombie flows"), which
     seed does not create; a user who adds one sets ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` and gets them back.
     """
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, get_current_settings
-    from prefect.settings.models.flows import FlowsSettings
-
     chosen = get_current_settings().flows.heartbeat_frequency
     if any(os.environ.get(var) for var in HEARTBEAT_VARS) or \
             chosen != FlowsSettings.model_fields["heartbeat_frequency"].default:
@@ -194,8 +194,6 @@ def stage_run(cfg: SeedConfig, name: str, prefix: str, inputs: list[Path],
               parent_run_id: str | None = None) -> Iterator[RunTracker]:
     """The stage's MLflow run: child of the pipeline run, tagged with its Prefect flow run and DVC lineage,
     its DVC-tracked inputs as MLflow dataset inputs, with system metrics while it runs."""
-    from prefect.runtime import flow_run
-
     timing.mark("flow_body")
     md5s = dvc_lock_md5s(inputs)
     tags: dict[str, Any] = {"stage": name, "prefect.flow_run_id": flow_run.id or "",
@@ -216,8 +214,6 @@ def stage_run(cfg: SeedConfig, name: str, prefix: str, inputs: list[Path],
 def join_pipeline_run() -> str | None:
     """Tag the current flow run with the tag of the pipeline run it belongs to (``SEED_PIPELINE_FLOW_RUN_ID``,
     set by ``seed run``), so the Prefect UI groups them; returns that pipeline flow run's id (None: none)."""
-    from prefect.runtime import flow_run
-
     pipeline_run = os.environ.get(PIPELINE_FLOW_RUN_VAR)
     if not (pipeline_run and flow_run.id):
         return None
@@ -235,8 +231,6 @@ def pipeline_tag(flow_run_id: str) -> str:
 
 def add_flow_run_tags(flow_run_id: str, tags: list[str]) -> None:
     """Add ``tags`` to an existing flow run (a DVC stage's run is created before it knows its pipeline)."""
-    from prefect.client.orchestration import get_client
-
     with get_client(sync_client=True) as client:
         current = client.read_flow_run(flow_run_id).tags
         client.update_flow_run(flow_run_id, tags=[*current, *(t for t in tags if t not in current)])
@@ -264,8 +258,6 @@ def finish(tracker: Tracker, out_dir: Path, metrics: dict[str, float]) -> dict[s
 
 def resume_key(cfg: SeedConfig, init_checkpoint: Path) -> str:
     """What finished RL rounds depend on (``seed_core.lineage.resume.rl_fingerprint``; the engine checks it too)."""
-    from seed_core.lineage.resume import rl_fingerprint
-
     return rl_fingerprint(cfg, init_checkpoint)
 
 

@@ -27,6 +27,13 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 from uuid import UUID
 
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.actions import WorkPoolCreate, WorkPoolUpdate
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+from prefect.deployments import run_deployment
+from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
+from prefect.states import Crashed
+
 POOL_TYPE = "process"
 CELL_FLOW = "sweep-pool-cell"
 """The cell flow (``flows.sweep_pool.sweep_pool_cell_flow``); its deployment on pool P is ``sweep-pool-cell/P``."""
@@ -60,9 +67,6 @@ def ensure_pool(client: Any, pool: str) -> None:
     """Create work pool ``pool`` (type ``process``, ``CELL_JOB_TEMPLATE``) unless it exists, and put that template
     back when it was changed (an older pool, Prefect's default template, an edit through the API); one of another
     type is an error naming it."""
-    from prefect.client.schemas.actions import WorkPoolCreate, WorkPoolUpdate
-    from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
-
     try:
         found = client.read_work_pool(pool)
     except ObjectNotFound:
@@ -76,24 +80,6 @@ def ensure_pool(client: Any, pool: str) -> None:
                          f"another --pool name")
     if found.base_job_template != CELL_JOB_TEMPLATE:
         client.update_work_pool(pool, WorkPoolUpdate(base_job_template=CELL_JOB_TEMPLATE))
-
-
-def ensure_deployment(pool: str) -> str:
-    """The pool (``ensure_pool``) and the cell deployment on it (created or updated); returns its name."""
-    from prefect.client.orchestration import get_client
-    from prefect.utilities.callables import parameter_schema
-
-    from flows.sweep_pool import sweep_pool_cell_flow
-
-    with get_client(sync_client=True) as client:
-        ensure_pool(client, pool)
-        flow_id = client.create_flow(sweep_pool_cell_flow)
-        client.create_deployment(
-            flow_id=flow_id, name=pool, work_pool_name=pool, entrypoint=ENTRYPOINT,
-            pull_steps=PULL_STEPS, job_variables={},
-            parameter_openapi_schema=parameter_schema(sweep_pool_cell_flow).model_dump_for_openapi(),
-            description="One sweep cell (one seed under one config) on whichever `seed worker` of the pool is free.")
-    return deployment_name(pool)
 
 
 @dataclass
@@ -124,8 +110,6 @@ def lost_reason(run: Any, workers: dict[str, Any], now: datetime) -> str | None:
 def try_failed(client: Any, run: Any, workers: dict[str, Any], now: datetime) -> str | None:
     """Why the try ``run`` failed (failed, crashed, cancelled, or lost: then marked crashed), None while it runs or
     waits, or once it completed."""
-    from prefect.states import Crashed
-
     state = run.state
     if state is not None and state.is_final():
         return None if state.is_completed() else f"{state.type.value.lower()}: {state.message or ''}".strip(": ")
@@ -140,10 +124,6 @@ def fan_out(deployment: str, pool: str, cells: list[Cell], retries: int, poll_s:
     """Submit every cell (``run_deployment``, ``timeout=0``), then poll until each completed; a failed, crashed,
     cancelled or lost try is resubmitted (any worker may take it) up to ``retries`` times. Raises ``RuntimeError``
     naming the cells that still failed."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-    from prefect.deployments import run_deployment
-
     def submit(cell: Cell) -> None:
         run = run_deployment(deployment, parameters=cell.parameters, timeout=0,
                              flow_run_name=f"sweep-seed-{cell.seed}-try-{len(cell.runs)}")

@@ -9,15 +9,25 @@ because DVC-cached stages log no MLflow run of their own (stack-notes pitfall 19
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
+from prefect.client.schemas.sorting import FlowRunSort
+from prefect.runtime import flow_run
 
 from flows import servers
+from flows.common import lock_out_md5s
 from seed_core.config import endpoint_env
+from seed_core.repro import numerics
+from seed_core.repro.reference import judge, verdict_lines
 from seed_core.stages.report import TABLE_ARTIFACT, headline_metrics
 from seed_core.tracking import Tracker
 
@@ -38,8 +48,6 @@ def table_rows(reports: Path) -> list[dict[str, Any]]:
 
 def publish_prefect(reports: Path, links: dict[str, str] | None = None) -> None:
     """The table as keyed Prefect markdown and table artifacts of the current flow run (call inside a flow)."""
-    from prefect.artifacts import create_markdown_artifact, create_table_artifact
-
     reports = Path(reports)
     markdown = (reports / "table.md").read_text()
     if links:
@@ -52,10 +60,6 @@ def publish_prefect(reports: Path, links: dict[str, str] | None = None) -> None:
 
 def stage_flow_runs(tag: str) -> list[Any]:
     """Flow runs carrying the pipeline's ``tag``, oldest first (the pipeline run itself included)."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
-    from prefect.client.schemas.sorting import FlowRunSort
-
     with get_client(sync_client=True) as client:
         return client.read_flow_runs(flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[tag])),
                                      sort=FlowRunSort.START_TIME_ASC)
@@ -65,9 +69,6 @@ def publish_stage_runs(tag: str) -> str:
     """On the current (pipeline) flow run: a markdown artifact linking each stage flow run with ``tag``
     (links relative to the UI, so they work on whichever server shows the project's database).
     DVC-cached stages run no flow and are not listed."""
-    from prefect.artifacts import create_markdown_artifact
-    from prefect.runtime import flow_run
-
     runs = [r for r in stage_flow_runs(tag) if str(r.id) != flow_run.id]
     lines = [f"# Stage flow runs of this pipeline run (tag `{tag}`)", ""]
     lines += [f"- [{r.name}](/runs/flow-run/{r.id}): {r.state_name or '-'}" for r in runs]
@@ -146,10 +147,6 @@ BASE_MODEL = "data/models/base"
 
 def _base_md5(lock_text: str) -> str | None:
     """``BASE_MODEL``'s md5 among the outs of a ``dvc.lock`` text (None when it has none or does not parse)."""
-    import yaml
-
-    from flows.common import lock_out_md5s
-
     try:
         return lock_out_md5s(lock_text).get(BASE_MODEL)
     except (yaml.YAMLError, AttributeError, KeyError, TypeError):
@@ -175,10 +172,6 @@ def base_model_lines(root: Path) -> list[str]:
 def statistical_lines(root: Path, table_csv: Path) -> list[str]:
     """The statistical verdict of ``table_csv`` (each method's overall row of its first split) against
     ``REFERENCE_SWEEP`` in ``root``; one line when either file is missing."""
-    import json
-
-    from seed_core.repro.reference import judge, verdict_lines
-
     ref_path, csv = root / REFERENCE_SWEEP, root / table_csv
     if not ref_path.is_file():
         return [f"seed: no committed multi-seed reference {REFERENCE_SWEEP} (a `seed sweep`'s "
@@ -195,10 +188,6 @@ def statistical_lines(root: Path, table_csv: Path) -> list[str]:
 def identity_line(root: Path, table: str) -> str:
     """Whether ``table`` is bit-identical to the committed one, and whether identity was to be expected: the
     committed run's numerics (``REFERENCE_NUMERICS`` at ``HEAD``) against what this machine's stages run under."""
-    import json
-
-    from seed_core.repro import numerics
-
     if _git(root, "cat-file", "-e", f"HEAD:{table}").returncode != 0:
         return (f"seed: bit-identity: no committed reference {table} to compare with (commit it with dvc.lock to "
                 f"make this run the reference)")
@@ -257,8 +246,6 @@ def audit_rows(curve_csv: Path) -> list[dict[str, Any]]:
 def publish_audit(curve_csv: Path, algorithm: str) -> bool:
     """The analyzer audit of an RL stage as a keyed Prefect table artifact of the current flow run (call inside a
     flow); returns whether the algorithm analyzed (else nothing is published)."""
-    from prefect.artifacts import create_table_artifact
-
     rows = audit_rows(curve_csv)
     if rows:
         create_table_artifact(table=rows, key=audit_key(algorithm),

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
+import psutil
+
 INPUTS_VAR = "SEED_RUN_INPUTS"
 """Run-context variable: the ``snapshot`` JSON of the run the stage process belongs to."""
 WATCHED = ("params.yaml", "dvc.yaml")
@@ -75,8 +77,6 @@ def changed(record: dict[str, Any]) -> list[str]:
 def who(path: Path, run_pid: int) -> str:
     """``, open in PID n (command)`` / ``; DVC command PID n (command) runs in the project`` when such a process is
     visible now (outside the run ``run_pid``), else ``""``."""
-    import psutil
-
     for proc in psutil.process_iter(["pid", "cmdline", "cwd"]):
         try:
             if proc.pid == os.getpid() or run_pid in {p.pid for p in proc.parents()} or proc.pid == run_pid:

@@ -16,6 +16,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import psutil
+
 from seed_core.config import project_root
 
 
@@ -283,8 +285,6 @@ stage processes of one DVC process."""
 def dvc_ancestor(max_depth: int = 4) -> int | None:
     """PID of the ``dvc`` process (``dvc repro``, ``dvc exp run``, a queue worker) this process runs under
     (DVC starts a stage as ``sh -c <cmd>``), None if there is none within ``max_depth`` parents."""
-    import psutil
-
     proc: psutil.Process | None = psutil.Process()
     for _ in range(max_depth):
         proc = proc.parent() if proc else None
@@ -321,8 +321,6 @@ def repro_prefect_api(dvc_pid: int) -> str | None:
 
 def stop_when_gone(pid: int, name: str, poll_s: float = 1.0) -> None:
     """Wait until process ``pid`` has exited, then stop server ``name`` and forget its URL and log."""
-    import psutil
-
     with contextlib.suppress(psutil.NoSuchProcess):
         proc = psutil.Process(pid)
         while proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:

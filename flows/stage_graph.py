@@ -20,6 +20,7 @@ skipping" line as DVC prints it (``CachedStages``), so the marker lands where DV
 from __future__ import annotations
 
 import contextvars
+import logging
 import os
 import queue
 import re
@@ -27,7 +28,14 @@ import threading
 from typing import Any, Callable, TypeVar
 from uuid import UUID
 
+from prefect import Task
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.objects import State
+from prefect.flow_engine import run_flow
+from prefect.states import Completed, Running
+
 from flows.common import PIPELINE_FLOW_RUN_VAR, pipeline_tag
+from seed_core.runtime import timing
 
 R = TypeVar("R")
 TASK_KEY_PREFIX = "seed.stage."
@@ -44,8 +52,6 @@ def _stage() -> None:
 
 def stage_task(stage: str) -> Any:
     """A Prefect task named after the DVC stage, with a key of its own (as ``run_deployment`` keys its task)."""
-    from prefect import Task
-
     task = Task(name=stage, fn=_stage)
     task.task_key = f"{TASK_KEY_PREFIX}{stage}"
     return task
@@ -60,11 +66,6 @@ def run_stage(flow: Callable[..., R], **parameters: Any) -> R:
     pipeline, stage = os.environ.get(PIPELINE_FLOW_RUN_VAR), os.environ.get("DVC_STAGE")
     if not (pipeline and stage):
         return flow(**parameters)
-    from prefect.client.orchestration import get_client
-    from prefect.flow_engine import run_flow
-    from prefect.states import Running
-
-    from seed_core.runtime import timing
 
     with timing.span("prefect"), get_client(sync_client=True) as client:
         task_run = client.create_task_run(stage_task(stage), flow_run_id=UUID(pipeline), dynamic_key="0", name=stage,
@@ -80,11 +81,6 @@ def run_stage(flow: Callable[..., R], **parameters: Any) -> R:
 def mirror_state(task_run_id: UUID, flow_run_id: UUID) -> None:
     """Give the stand-in task run its flow run's final state (type, name, message), as the graph shows it. A
     failure here is a warning: it must not replace the stage's own outcome (an error, a Ctrl-C)."""
-    import logging
-
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.objects import State
-
     try:
         with get_client(sync_client=True) as client:
             state = client.read_flow_run(flow_run_id).state
@@ -97,8 +93,6 @@ def mirror_state(task_run_id: UUID, flow_run_id: UUID) -> None:
 
 def mark_cached(flow_run_id: str, stage: str, client: Any) -> None:
     """A task run named ``stage`` in the ``Cached`` state in flow run ``flow_run_id``: DVC skipped the stage."""
-    from prefect.states import Completed
-
     client.create_task_run(stage_task(stage), flow_run_id=UUID(flow_run_id), dynamic_key="0", name=stage,
                            state=Completed(name=CACHED, message="DVC: unchanged, outputs reused"))
 
@@ -129,10 +123,6 @@ class CachedStages:
                 self._queue.put(found.group(1).decode(errors="replace"))
 
     def _work(self) -> None:
-        import logging
-
-        from prefect.client.orchestration import get_client
-
         stage = None
         try:
             with get_client(sync_client=True) as client:

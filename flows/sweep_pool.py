@@ -24,13 +24,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 from prefect import flow
+from prefect.client.orchestration import get_client
+from prefect.runtime import flow_run
+from prefect.utilities.callables import parameter_schema
 
-from flows.common import stage_paths, stage_run
-from flows.pool import WORKER_NAME_VAR, WORKER_PID_VAR, Cell, ensure_deployment, fan_out
+from flows.cell_data import CELL_MD5_LABEL, fetch
+from flows.common import dvc_lock_md5s, stage_paths, stage_run
+from flows.pool import (ENTRYPOINT, PULL_STEPS, WORKER_NAME_VAR, WORKER_PID_VAR, Cell, deployment_name, ensure_pool,
+                        fan_out)
 from seed_core.config import project_root
 from seed_core.loader import load_config, validate_config, with_overrides
 from seed_core.sweep.cells import cell_dir, cell_key, finished_cell, run_cell_once
+from tasks.sweep import sweep_report
 
 POOL_CELLS = "sweep_pool"
 """``<project.data_dir>/sweep_pool/``: the pool's cells (``seed_<s>``, their locks and ``cells.log``); DVC's sweep
@@ -41,8 +48,6 @@ def watch_worker(poll_s: float = 1.0) -> None:
     """When this flow run was started by a ``seed worker`` (``$SEED_WORKER_PID``), end it (SIGKILL to its process
     group) as soon as that worker is gone: a worker killed with SIGKILL leaves its flow runs orphaned and running,
     and the sweep would compute their cells a second time elsewhere."""
-    import psutil
-
     pid = int(os.environ.get(WORKER_PID_VAR) or 0)
     if not pid:
         return
@@ -71,7 +76,6 @@ def cell_inputs(parent_host: str, cells_dir: str, base_model: str, base_model_md
     naming the fix."""
     if socket.gethostname() == parent_host:
         return Path(cells_dir), Path(base_model), False
-    from flows.common import dvc_lock_md5s
 
     if tracking_uri.startswith(("sqlite:", "file:")) or "://" not in tracking_uri:
         raise RuntimeError(f"the sweep logs to {tracking_uri} on {parent_host}, which this worker cannot reach: start "
@@ -92,8 +96,6 @@ def sweep_pool_cell_flow(config: dict[str, Any], seed: int, key: str, cells_dir:
                          parent_run_id: str | None = None) -> dict[str, Any]:
     """One cell (``seed`` under the sweep's resolved ``config``, keyed ``key``) on this worker; returns its seed,
     key, outcome (``completed`` / ``reused``) and, when it went through the DVC remote, its md5."""
-    from prefect.runtime import flow_run
-
     watch_worker()
     os.environ["MLFLOW_TRACKING_URI"] = tracking_uri  # the sweep's server: every cell logs where its parent does
     cells, base, remote = cell_inputs(parent_host, cells_dir, base_model, base_model_md5, tracking_uri)
@@ -117,9 +119,6 @@ def sweep_pool_cell_flow(config: dict[str, Any], seed: int, key: str, cells_dir:
 
 
 def _label_flow_run(labels: dict[str, str]) -> None:
-    from prefect.client.orchestration import get_client
-    from prefect.runtime import flow_run
-
     if flow_run.id:
         with get_client(sync_client=True) as client:
             client.update_flow_run_labels(flow_run.id, labels)
@@ -149,9 +148,6 @@ def sweep_pool_flow(config: dict[str, Any], pool: str, base_model: str, base_mod
                     parent_run_id: str | None = None, retries: int = 2, poll_s: float = 2.0) -> dict[str, Any]:
     """The sweep of ``config`` (its ``sweep.seeds`` and ``sweep.methods``) over work pool ``pool`` (see the module
     docstring); returns the report's summary (``learning.json``)."""
-    from flows.cell_data import CELL_MD5_LABEL, fetch
-    from tasks.sweep import sweep_report
-
     todo, keys, cells = pool_cells(config, Path(base_model), base_model_md5, tracking_uri, parent_run_id)
     if todo:
         fan_out(ensure_deployment(pool), pool, todo, retries, poll_s)
@@ -172,3 +168,16 @@ def sweep_pool_flow(config: dict[str, Any], pool: str, base_model: str, base_mod
         for name in ("learning.json", "table.md", "curve_success.png"):
             tracker.log_artifact(paths.reports / "sweep" / name)
     return summary
+
+
+def ensure_deployment(pool: str) -> str:
+    """The pool (``ensure_pool``) and the cell deployment on it (created or updated); returns its name."""
+    with get_client(sync_client=True) as client:
+        ensure_pool(client, pool)
+        flow_id = client.create_flow(sweep_pool_cell_flow)
+        client.create_deployment(
+            flow_id=flow_id, name=pool, work_pool_name=pool, entrypoint=ENTRYPOINT,
+            pull_steps=PULL_STEPS, job_variables={},
+            parameter_openapi_schema=parameter_schema(sweep_pool_cell_flow).model_dump_for_openapi(),
+            description="One sweep cell (one seed under one config) on whichever `seed worker` of the pool is free.")
+    return deployment_name(pool)

@@ -21,10 +21,15 @@ not one of dvc.yaml's stage modules (``STAGE_MODULES``) is answered ``refused: <
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import ctypes
 import gc
+import importlib
 import json
 import os
+import runpy
+import select
 import signal
 import socket
 import struct
@@ -122,8 +127,6 @@ def die_with_server(server_pid: int) -> None:
     an exception and reports a crash; left without its server (issue 43) it went on retrying the run's stopped
     servers for a minute with PPID 1. A server that ended before this call: the fork exits at once. No-op off
     Linux."""
-    import ctypes
-
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     except (OSError, AttributeError):
@@ -135,9 +138,6 @@ def die_with_server(server_pid: int) -> None:
 def _run_fork(request: dict[str, Any], fds: list[int]) -> None:
     """In the fork: become the stage process (its streams, directory, environment, argv), run the stage module
     as ``__main__``, run the exit handlers (Prefect's log flush, seed's timing file), exit with its code."""
-    import atexit
-    import runpy
-
     gc.enable()  # the server's objects stay frozen: collections here never touch (and so copy) their pages
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
@@ -171,8 +171,6 @@ def _run_fork(request: dict[str, Any], fds: list[int]) -> None:
 
 def _wait(conn: socket.socket, pid: int) -> int:
     """The fork's exit code (128 + N for signal N); SIGTERM to it when the stage process hangs up first."""
-    import select
-
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
@@ -186,8 +184,6 @@ def _wait(conn: socket.socket, pid: int) -> int:
 def warm_up(modules: Iterable[str], calls: Iterable[Callable[[], object]] = ()) -> None:
     """Import what every stage imports (the ``sys.modules`` its fork starts with), then fill the caches in
     ``calls`` that the stages would each fill on first use."""
-    import importlib
-
     for name in modules:
         importlib.import_module(name)
     for call in calls:

@@ -25,6 +25,10 @@ The commands live in one module per group, ``seed_app/cli_<group>.py`` (pipeline
 each declared with ``cli_base.command(...)``; ``COMMANDS`` below registers them in the order ``seed --help`` lists
 them. A new command: a function declared so in its group's module (or a new ``cli_<group>.py``), one entry in
 ``COMMANDS``, and its bad arguments in ``tests/unit/test_cli_errors.py`` ``BAD_ARGS``.
+
+Imports: the standard library at module top; what a command runs (seed_core's engine, flows, Prefect, MLflow, DVC)
+inside the command's function. Measured: ``seed --help`` takes 0.6 s this way and 9 s with those imports at the top
+of ``seed_app`` (``seed_core.repro.golden_build`` alone pulls torch and transformers, 7.7 s).
 """
 
 from __future__ import annotations

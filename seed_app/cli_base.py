@@ -10,6 +10,7 @@ module (``seed_app/cli_*.py``) declares its commands with ``command(...)``; ``se
 from __future__ import annotations
 
 import contextlib
+import difflib
 import subprocess
 import sys
 from pathlib import Path
@@ -153,8 +154,6 @@ def lower_first(text: str) -> str:
 
 def did_you_mean(word: str, names: list[str]) -> str:
     """`` (did you mean --name?)`` when a name is close to ``word``, else ``""``."""
-    import difflib
-
     close = difflib.get_close_matches(word, names, n=2, cutoff=0.6)
     return f" (did you mean {' or '.join(close)}?)" if close else ""
 

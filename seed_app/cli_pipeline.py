@@ -3,6 +3,7 @@ over random seeds), ``seed stage`` (one DVC stage) and ``seed table`` (the last 
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -12,8 +13,8 @@ import typer
 from seed_app.cli_base import PresetOption, SeedCommand, SetOption, command, did_you_mean, parse_overrides, \
     pipeline_errors
 from seed_core import loader
-from seed_core.runtime import timing
 from seed_core.config import ConfigError, project_root
+from seed_core.runtime import timing
 
 
 def parse_methods(text: str) -> list[str]:
@@ -102,8 +103,6 @@ SWEEP_DIR = "reports/sweep"
 
 def sweep_metrics(root: Path, cfg: Any) -> dict[str, float]:
     """``<method>/mean`` and the comparisons' mean differences from the sweep's learning.json."""
-    import json
-
     path = root / SWEEP_DIR / "learning.json"
     if not path.is_file():
         return {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -39,8 +40,6 @@ def preflight(preset: Annotated[Optional[Path], typer.Option(metavar="FILE", hel
     (seed_core.analyzer.mechanism), one line each with its threshold and PASS or FAIL, then the verdict. The arguments
     are checked before the model loads.
     """
-    import json
-
     from seed_core.runtime.io import KnownError
     from seed_core.analyzer.mechanism import THRESHOLDS, check_preflight_args, override_thresholds, run_preflight
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from typing import Annotated, Any
 
 import typer
@@ -74,8 +75,6 @@ def bindable(host: str) -> bool:
     """Whether a server here can listen on ``host``: it resolves, and a socket binds one of its addresses (port 0,
     so no port is taken). An address of another machine resolves but fails to bind (``EADDRNOTAVAIL``), which the
     servers would report only as a failed start in their logs, where it reads like a taken port."""
-    import socket
-
     try:
         addresses = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError):

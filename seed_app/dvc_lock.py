@@ -35,6 +35,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
+import psutil
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 LOCK = Path(".dvc") / "tmp" / "lock"
@@ -48,8 +50,6 @@ def lock_path(root: Path) -> Path:
 def holder(path: Path) -> str:
     """``PID <pid> (<command line>)`` of the process that wrote its PID into DVC's lock file (``zc.lockfile`` writes
     `` <pid>``; so does ``hold``), else ``another process``."""
-    import psutil
-
     try:
         pid = int(path.read_text().split()[0])
         return f"PID {pid} ({shlex.join(psutil.Process(pid).cmdline())})"

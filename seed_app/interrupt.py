@@ -20,11 +20,16 @@ server fork stayed behind. The order is now the other way round:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import pty
 import re
 import signal
 import subprocess
+import sys
+import termios
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -46,7 +51,6 @@ def _quiet() -> None:
     """From now on fds 1 and 2 of this process (and so everything the pumps copy) go to ``log_path``."""
     if _state["saved"] is not None:
         return
-    import sys
 
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a flush inside a write it interrupted: RuntimeError (reentrant)
@@ -62,8 +66,6 @@ def _quiet() -> None:
 
 
 def _restore() -> None:
-    import sys
-
     if _state["saved"] is None:
         return
     for stream in (sys.stdout, sys.stderr):
@@ -117,9 +119,6 @@ def _channel(target: int) -> tuple[int, int]:
     ``target`` is a terminal (the child's own checks for one still hold), else a pipe."""
     if not os.isatty(target):
         return os.pipe()
-    import fcntl
-    import pty
-    import termios
 
     master, slave = pty.openpty()
     with contextlib.suppress(OSError):
@@ -173,8 +172,6 @@ def _stop(proc: subprocess.Popen[bytes]) -> int:
 
 
 def _wait_group(pgid: int, timeout_s: float = 5.0) -> None:
-    import time
-
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:

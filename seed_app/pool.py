@@ -81,7 +81,7 @@ def start_worker(pool: str, limit: int = 1, threads: int | None = None, name: st
     settings = {PREFECT_API_URL: url, **({PREFECT_API_AUTH_STRING: auth} if (auth := os.environ.get(
         "PREFECT_API_AUTH_STRING")) else {})}
     with temporary_settings(settings):
-        from flows.pool import ensure_deployment
+        from flows.sweep_pool import ensure_deployment
         from seed_app.cell_worker import serve
 
         ensure_deployment(pool)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from seed_core.config import ConfigError, SeedConfig, flatten, project_root
+from seed_core.registries import BACKENDS
 
 SMOLLM2 = "smollm2-135m-instruct"
 """The policy and annotator model of a rehearsal (``seed_core.modeling.builders.prepare_smollm2`` builds it)."""
@@ -110,7 +111,7 @@ class NotAPaperPreset(ConfigError):
 def replacements(cfg: SeedConfig) -> list[Replacement]:
     """What a rehearsal of ``cfg`` (a loaded paper preset) replaces, in order: the machine's, then the budgets; only
     the values that actually change."""
-    if cfg.generation.backend != "vllm":
+    if BACKENDS.entry(cfg.generation.backend).in_process:
         raise NotAPaperPreset(f"preset {cfg.project.preset!r} runs on CPU as it is (generation.backend "
                               f"{cfg.generation.backend!r}); --rehearse is for the paper presets, which run on GPUs: "
                               f"run this one with `seed run --preset presets/{cfg.project.preset}.yaml`")

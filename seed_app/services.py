@@ -4,19 +4,25 @@ PID: ``seed ui --stop`` ends exactly what ``seed ui`` started) and a pipeline ru
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
+import psutil
+
 from flows import servers, warm
 from seed_app import reaper
-from seed_core.runtime import timing
 from seed_core.config import endpoint_env, project_root
+from seed_core.runtime import timing
 from seed_core.tracking import artifact_location, tracking_uri
 
 
@@ -62,9 +68,6 @@ def new_credentials() -> tuple[str, str, bool]:
     ``.tmp/ui/auth.json`` with mode 0600 (``flows.servers.ui_credentials``: the pipeline runs and stage processes
     read it there; nothing logs it). MLflow's user store of an earlier ``--auth`` start is dropped, so its admin
     user is created again with this password."""
-    import json
-    import secrets
-
     password = os.environ.get(PASSWORD_VAR) or secrets.token_urlsafe(24)  # a secret seed ui reads itself
     if len(password) < 12:  # MLflow's rule for its admin password
         raise RuntimeError(f"${PASSWORD_VAR} must have at least 12 characters (MLflow's basic-auth rule)")
@@ -87,8 +90,6 @@ def auth_env(user: str, password: str) -> dict[str, dict[str, str]]:
     (``PREFECT_SERVER_API_AUTH_STRING``), MLflow's basic-auth app config (``.tmp/ui/mlflow-auth.ini``: its own
     user store beside it, no permission for other users), admin user and password, and the random Flask secret
     its CSRF protection needs; secrets in the environment only, never on a command line."""
-    import secrets
-
     ini = servers.ui_dir() / "mlflow-auth.ini"
     ini.write_text(f"[mlflow]\ndefault_permission = NO_PERMISSIONS\n"
                    f"database_uri = sqlite:///{servers.ui_dir() / 'mlflow-auth.db'}\nadmin_username = {user}\n"
@@ -176,9 +177,6 @@ def init_stores() -> dict[str, float]:
     same on their first start in a fresh clone, inside the run: Prefect's migrations took 4.5 s of its
     8.6 s start and MLflow's tables 0.9 s of 6.5 s (measured), where the run waits for them. A failure raises
     ``RuntimeError`` with the command's output."""
-    import time
-    from concurrent.futures import ThreadPoolExecutor
-
     env = {**QUIET_ENV, **os.environ, "PREFECT_HOME": str(servers.prefect_home())}
 
     def create(command: list[str]) -> float:
@@ -207,8 +205,6 @@ def run_name(server: str, pid: int | None = None) -> str:
 def _started_before(pid: int, path: Path) -> bool:
     """Whether process ``pid`` is alive and is the one a PID file ``path`` names: it started no later than the file
     was written (a PID reused since by another process started after it)."""
-    import psutil
-
     try:
         return psutil.Process(pid).create_time() <= path.stat().st_mtime + 1
     except (psutil.Error, OSError):
@@ -240,8 +236,6 @@ def prune_run_logs() -> list[Path]:
     """Delete the server logs of pipeline runs that have ended (``.tmp/ui/<server>-<pid>-run.log`` whose process
     ``<pid>`` is gone and left no PID file): each run's logs stay until the next run starts. A killed run's PID
     files are gone by then (``reclaim_dead_runs`` runs first), so its logs go too. Returns the deleted files."""
-    import psutil
-
     pruned = []
     for log in servers.ui_dir().glob(f"*-*{servers.TEMPORARY_SUFFIX}.log"):
         pid = log.name.removesuffix(f"{servers.TEMPORARY_SUFFIX}.log").rsplit("-", 1)[-1]

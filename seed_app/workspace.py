@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
+import psutil
 from filelock import FileLock, Timeout
 
 from seed_core.config import project_root
@@ -118,8 +119,6 @@ def holder(root: Path) -> dict[str, Any] | None:
     """The side file's record (pid, command, since, root) if it names a live process that existed when it took the
     lock (not a PID reused since) and holds this workspace, else None: no holder, a killed one, one that has not
     written it yet, or a side file copied along with the workspace from another one (``cp -a`` during a run)."""
-    import psutil
-
     try:
         record = json.loads((root / HOLDER_FILE).read_text())
         started = psutil.Process(int(record["pid"])).create_time()
@@ -146,8 +145,6 @@ def busy_message(root: Path, wait_s: float = 0.2) -> str:
 def lock_opener(root: Path) -> dict[str, Any] | None:
     """The pid and command line of another process that has the lock file open (a ``dvc`` whose ``seed`` was
     killed still holds it), for when the side file names no live holder; None if none is visible."""
-    import psutil
-
     path = str(root / LOCK_FILE)
     for proc in psutil.process_iter(["pid", "cmdline"]):
         with contextlib.suppress(psutil.Error):

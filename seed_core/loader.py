@@ -23,9 +23,9 @@ from ruamel.yaml.error import YAMLError
 from seed_core.algorithms import ALGORITHMS, effective_rl
 from seed_core.config import ConfigError, SeedConfig
 from seed_core.methods import METHODS
-from seed_core.repro.numerics import RECORD_KEY as NUMERICS_RECORD
 from seed_core.registries import ADVANTAGES, BACKENDS, CLIENTS, DISTILL_LOSSES, ENVS, POLICY_LOSSES
 from seed_core.registry import Registry
+from seed_core.repro.numerics import RECORD_KEY as NUMERICS_RECORD
 from seed_core.runtime.io import one_line
 from seed_core.runtime.logs import configure
 

@@ -22,8 +22,11 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Iterator, Protocol
+from urllib.parse import unquote, urlparse
 
 from seed_core.config import SECRET_VARS, SeedConfig, endpoint_env, flatten, project_root
 from seed_core.repro.numerics import mlflow_params as numerics_params
@@ -206,9 +209,6 @@ class MlflowTracker:
         5, so the model is loaded on CPU and saved again): one copy per registered version (4.2 MB testbed, ~0.5 GB
         SmolLM2-135M fp32). Requirements pinned to the installed versions: MLflow's inferred ones add torchvision,
         which does not install next to the CPU torch wheel (stack-notes pitfall 11)."""
-        import tempfile
-        from importlib.metadata import version
-
         import mlflow.transformers
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -264,8 +264,6 @@ def link_artifacts(src: Path, artifact_uri: str, artifact_path: str) -> bool:
     the checkpoint share their bytes (a 135M checkpoint is ~0.5 GB). The links stay valid when DVC later replaces the
     workspace output (it unlinks and writes new files, never edits in place). False (nothing left behind) when the
     store is not local or the link fails (another filesystem): the caller copies."""
-    from urllib.parse import unquote, urlparse
-
     parsed = urlparse(artifact_uri)
     if parsed.scheme != "file" or not Path(src).is_dir():
         return False

@@ -11,8 +11,11 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from seed_core.runtime import timing
+from seed_core.algorithms import ALGORITHMS
+from seed_core.analyzer.audit import round_skill_sample
+from seed_core.analyzer.prompts import registry_prompts, registry_tags
 from seed_core.config import SeedConfig
+from seed_core.runtime import timing
 from seed_core.stages.launch import run_stage
 from seed_core.tracing import use_prompts
 from seed_core.tracking import Tracker
@@ -58,8 +61,6 @@ def log_skill_sample(cfg: SeedConfig, round_path: Path, tracker: Tracker) -> int
         return 0
     import pandas as pd
 
-    from seed_core.analyzer.audit import round_skill_sample
-
     rows = round_skill_sample(cfg, Path(round_path), SKILL_SAMPLE_ROWS)
     if not rows:
         return 0
@@ -70,9 +71,6 @@ def log_skill_sample(cfg: SeedConfig, round_path: Path, tracker: Tracker) -> int
 def analysis_prompts(cfg: SeedConfig, tracker: Tracker) -> dict[str, str]:
     """The registered versions of the prompts ``cfg.rl.algorithm``'s analyzer sends, named on the stage's run (none
     without an analyzer): ``seed_core.tracing.use_prompts``."""
-    from seed_core.algorithms import ALGORITHMS
-    from seed_core.analyzer.prompts import registry_prompts, registry_tags
-
     algorithm = ALGORITHMS.get(cfg.rl.algorithm)
     if algorithm.analyzer is None:
         return {}

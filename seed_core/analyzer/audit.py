@@ -22,11 +22,11 @@ import logging
 from pathlib import Path
 from typing import Any, Sequence
 
-from seed_core.types import AnnotationRecord, StepRecord, Task
 from seed_core.algorithms import ALGORITHMS
 from seed_core.data_gen.task_sets import read_tasks
 from seed_core.envs import ENVS
 from seed_core.runtime.io import read_records
+from seed_core.types import AnnotationRecord, StepRecord, Task
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from seed_core.runtime.io import KnownError
 from seed_core.registries import CLIENTS  # noqa: F401  (the table of clients, by name)
 from seed_core.rollout.batch_plan import unique_by_length
+from seed_core.runtime.io import KnownError
 from seed_core.types import Task
 
 if TYPE_CHECKING:

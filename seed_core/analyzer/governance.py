@@ -28,9 +28,9 @@ from typing import Any
 
 import torch
 
-from seed_core.runtime.io import KnownError
-from seed_core.registries import GOVERNANCE  # noqa: F401  (the table of modes, by Algorithm.governance)
 from seed_core.modeling.models import load_policy
+from seed_core.registries import GOVERNANCE  # noqa: F401  (the table of modes, by Algorithm.governance)
+from seed_core.runtime.io import KnownError
 
 ANALYZER_DIR, STATE_FILE = "analyzer", "governance.json"
 

@@ -35,20 +35,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from seed_core.analyzer.audit import skill_correct_metrics, skill_correctness  # noqa: F401  (re-exported)
-from seed_core.config import SeedConfig
-from seed_core.data_gen.task_sets import held_out_split, task_seed
-from seed_core.runtime.io import KnownError
-from seed_core.types import StepRecord, Task
 from seed_core.algorithms import ALGORITHMS, effective_rl, loss_kwargs
 from seed_core.analyzer.annotate import annotate_trajectories
+from seed_core.analyzer.audit import skill_correct_metrics, skill_correctness  # noqa: F401  (re-exported)
 from seed_core.analyzer.clients import CLIENTS
+from seed_core.config import SeedConfig
+from seed_core.data_gen.task_sets import held_out_split, task_seed
 from seed_core.envs import make_env
 from seed_core.losses import ADVANTAGES
 from seed_core.modeling.models import load_policy
 from seed_core.rollout.backends import make_backend
 from seed_core.rollout.collector import group_by_trajectory, rollout
 from seed_core.rollout.expert import play_expert
+from seed_core.runtime.io import KnownError
 from seed_core.skills.contexts import TEACHER_CONTEXTS, hindsight_skills, make_encoders, shuffle_skills
 from seed_core.skills.insert import insert_episode_skill
 from seed_core.trainer.logprobs import pad_rows, score_in_chunks
@@ -56,6 +55,7 @@ from seed_core.trainer.mechanism import (NO_SPAN, decision_span, pooled_split, s
                                          zero_advantage_groups)
 from seed_core.trainer.rl_step import compute_reference_logprobs, distill_grad_ratio, grad_ratio_rows
 from seed_core.trainer.samples import build_samples
+from seed_core.types import StepRecord, Task
 
 MISMATCH_MARGIN = 0.05
 """A mismatched skill "does not raise" P(expert action): mismatched - plain <= this."""
@@ -270,7 +270,6 @@ def batch_measures(cfg: SeedConfig, policy: Any, samples: Any, algorithm: Any, s
     """``zero_adv_groups``, ``grad_ratio`` (on the first ``rl.mini_batch_size`` rows of a fixed draw) and the
     decision / format split of the gap and gate (teacher vs theta_old on every teacher token) of one batch."""
     import torch
-
 
     rl = effective_rl(cfg.rl, algorithm)
     if len(samples) == 0:

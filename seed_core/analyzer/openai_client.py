@@ -14,6 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 from seed_core.analyzer.clients import AnalysisRequest, AnalyzerClient, AnalyzerSetupError, RawAnalysis
 from seed_core.config import endpoint_env, env_file
@@ -36,8 +37,6 @@ CHECK_TIMEOUT_S = 10.0
 
 def public_url(url: str) -> str:
     """``url`` without user info, query or fragment: safe to print (no credentials)."""
-    from urllib.parse import urlsplit, urlunsplit
-
     parts = urlsplit(url)
     host = parts.hostname or ""
     netloc = f"{host}:{parts.port}" if parts.port else host

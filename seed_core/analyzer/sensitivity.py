@@ -17,8 +17,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from seed_core.types import StepRecord, Task
 from seed_core.trainer.logprobs import score_in_chunks
+from seed_core.types import StepRecord, Task
 
 
 def expert_responses(env: Any, steps: Sequence[StepRecord], task: Task) -> list[str]:

@@ -13,6 +13,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
+
 from seed_core.runtime.io import atomic_write_bytes
 
 
@@ -46,7 +47,6 @@ def _schema() -> Any:
 def write_split(items: Sequence[QAItem], path: str | Path) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
-
 
     columns = {
         "id": [i.id for i in items],

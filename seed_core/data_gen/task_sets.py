@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from seed_core.config import SeedConfig, project_root
+from seed_core.envs import make_env
 from seed_core.runtime.io import DataFileError, write_json
 from seed_core.types import Task
-from seed_core.envs import make_env
 
 if TYPE_CHECKING:
     from seed_core.envs.base import TextEnv

@@ -12,16 +12,17 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from pydoc_data.topics import topics
 from typing import Any, Callable
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
-from seed_core.modeling.models import ModelNotFoundError, load_policy, make_encoder
-from seed_core.registry import Registry
 from seed_core.analyzer.prompts import AnalysisStep, build_analysis_prompt
 from seed_core.config import EnvConfig, ModelConfig, SFTConfig
 from seed_core.envs import make_env
+from seed_core.modeling.models import ModelNotFoundError, load_policy, make_encoder
+from seed_core.registry import Registry
 from seed_core.trainer.checkpoint import save_checkpoint
 from seed_core.trainer.sft import run_sft_loop, tokenize_examples
 
@@ -79,8 +80,6 @@ search[query] click[buy now] answer step reward done success failed invalid epis
 
 
 def _tiny_corpus() -> list[str]:
-    from pydoc_data.topics import topics
-
     return [AGENT_CORPUS] * 20 + [topics[key] for key in sorted(topics)]
 
 

@@ -9,6 +9,8 @@ disk is ``seed_core.modeling.builders``).
 from __future__ import annotations
 
 import json
+import pickle
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,9 +55,6 @@ def check_weights_file(path: Path) -> None:
     """Raise ``CorruptModelError`` naming ``path`` unless it opens as weights: a safetensors header that parses and
     announces no more bytes than the file holds; a pickle that loads as plain tensors with ``weights_only=True``
     (so a crafted one is refused and nothing in it runs; a zip-format one is memory-mapped, not read)."""
-    import pickle
-    import zipfile
-
     from safetensors import safe_open
 
     if path.suffix == ".safetensors":

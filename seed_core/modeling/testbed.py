@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from seed_core.config import SeedConfig, SFTConfig
-from seed_core.registry import Registry
 from seed_core.analyzer.annotate import annotate_trajectories, sft_examples
 from seed_core.analyzer.clients import OracleClient
+from seed_core.config import SeedConfig, SFTConfig
 from seed_core.envs import make_env
 from seed_core.modeling.builders import CHATML_TEMPLATE, TINY_SPECIAL_TOKENS, _build_atomically
 from seed_core.modeling.models import make_encoder
+from seed_core.registry import Registry
 from seed_core.rollout.collector import group_by_trajectory
 from seed_core.rollout.expert import play_expert
 from seed_core.runtime.io import write_json
@@ -130,7 +130,6 @@ def train_tokenizer(texts: list[str], vocab_size: int) -> Any:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-
     bpe = Tokenizer(models.BPE())
     # every digit its own token, so a number in the observation and the same number in the answer are the
     # same token (copying it is a pure induction step, not a learned mapping between merged tokens)
@@ -153,7 +152,6 @@ def build_testbed_model(cfg: SeedConfig, out_dir: str | Path) -> Path:
     carry ``seconds``), so two builds of one config under the same numerics are the same bytes and one DVC hash:
     a cell key or a ``dvc.lock`` made on another run of the same machine class matches."""
     from transformers import AutoModelForCausalLM, Qwen2Config
-
 
     tb = cfg.testbed
 

@@ -26,16 +26,18 @@ import argparse
 import ast
 import hashlib
 import json
+import logging
 import os
+import platform
 import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from seed_core.repro import numerics
-from seed_core.repro.golden_build import build, golden_config, weights_sha256
 from seed_core.lineage.code_closure import ROOT, reachable
 from seed_core.lineage.stage_code import RL_STAGE, selection
+from seed_core.repro import numerics
+from seed_core.repro.golden_build import build, golden_config, weights_sha256
 
 __all__ = ["MATCH", "DIFFERS", "NO_RECORD", "RESULTS", "append", "build", "golden_config", "key", "verdict",
            "weights_sha256"]
@@ -87,7 +89,6 @@ def key() -> str:
     import torch
     import transformers
 
-
     text = "".join(f"{code_digest(f)}  {f.relative_to(ROOT).as_posix()}\n" for f in numerics_files())
     text += f"torch {torch.__version__}\ntransformers {transformers.__version__}\n"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -95,8 +96,6 @@ def key() -> str:
 
 def machine_record(hashes: dict[str, str], seconds: float) -> dict[str, Any]:
     """This process's record: the CPU, the numerics it ran under (``numerics.record``), the key and the hashes."""
-    import platform
-
     import torch
     import transformers
 
@@ -152,7 +151,6 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Build the golden testbed and RL round; print the record (JSON).")
     parser.add_argument("--out", type=Path, required=True, help="an empty working directory")
     args = parser.parse_args(argv)
-    import logging
 
     logging.getLogger("seed_core").setLevel(logging.WARNING)
     start = time.perf_counter()

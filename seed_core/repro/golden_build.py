@@ -12,10 +12,6 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 from typing import Any
-from seed_core.config import SeedConfig
-from seed_core.loader import with_overrides
-from seed_core.modeling.testbed import build_testbed_model
-from seed_core.stages.rl import round_dir, run_rl_round
 
 GOLDEN = {
     "project.seed": 0, "model.device": "cpu", "env.name": "ezpoints", "env.max_steps": 2, "env.history_length": 0,
@@ -30,6 +26,9 @@ GOLDEN = {
 
 
 def golden_config() -> Any:
+    from seed_core.config import SeedConfig
+    from seed_core.loader import with_overrides
+
     return with_overrides(SeedConfig(), GOLDEN)
 
 
@@ -47,6 +46,9 @@ def weights_sha256(model_dir: Path) -> str:
 
 def build(workdir: Path) -> dict[str, str]:
     """Build the golden testbed and its RL round 0 under ``workdir``; the sha256 of each one's weights."""
+    from seed_core.stages.rl import round_dir, run_rl_round
+    from seed_core.modeling.testbed import build_testbed_model
+
     cfg = golden_config()
     testbed = build_testbed_model(cfg, Path(workdir) / "testbed")
     run_rl_round(cfg, 0, testbed, Path(workdir) / "rl")

@@ -36,6 +36,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, MutableMapping
+
 from seed_core.runtime.io import atomic_write_text
 
 if TYPE_CHECKING:

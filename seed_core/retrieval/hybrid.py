@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from seed_core.retrieval.bm25 import Bm25Index
-from seed_core.retrieval.methods import Hit
 from seed_core.retrieval.dense import DenseIndex
+from seed_core.retrieval.methods import Hit
 
 if TYPE_CHECKING:  # the builder's signature (methods.py imports no index module)
     from seed_core.retrieval.methods import IndexOptions, SearchIndex

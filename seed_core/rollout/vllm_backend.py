@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from seed_core.config import GenerationConfig
+from seed_core.modeling.models import encode_prompt
 from seed_core.rollout.completion import Completion, cut_at_eos, eos_ids
 from seed_core.rollout.vllm_engine import (
     POOL,
@@ -38,7 +39,6 @@ from seed_core.rollout.vllm_engine import (
     resolve_python,
 )
 from seed_core.rollout.vllm_launch import launch_specs
-from seed_core.modeling.models import encode_prompt
 
 if TYPE_CHECKING:
     from seed_core.modeling.models import Policy

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from seed_core.config import VLLMConfig
-from seed_core.runtime.vllm_flags import vllm_flag_name
 from seed_core.rollout.vllm_engine import EngineError, LaunchSpec
+from seed_core.runtime.vllm_flags import vllm_flag_name
 
 
 def engine_devices(local_rank: int, engine_index: int, num_engines: int, tensor_parallel_size: int,

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+import psutil
+
 ENV = "SEED_TIMING_DIR"
 """Directory the timing files go to; unset = timing off (marks and spans cost one dict lookup)."""
 
@@ -91,7 +93,6 @@ def process_start() -> float:
     if hasattr(time, "CLOCK_BOOTTIME") and stat.is_file():
         fields = stat.read_text().rsplit(")", 1)[1].split()
         return int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22 of proc(5): starttime in clock ticks
-    import psutil
 
     return psutil.Process().create_time()
 

@@ -27,14 +27,15 @@ the gate is 0.5 everywhere and L_OPD is self-imitation at weight lambda/2). Both
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from seed_core.modeling.models import encode_prompt, make_encoder
+from seed_core.registry import Registry
 from seed_core.runtime.io import KnownError
 from seed_core.skills.insert import insert_episode_skill, insert_step_skill
-from seed_core.registry import Registry
-from seed_core.modeling.models import encode_prompt, make_encoder
 
 log = logging.getLogger(__name__)
 
@@ -225,8 +226,6 @@ def hindsight_skills(annotations: Any, *, step_skills: bool = False, pairing: Pa
     parsed (the others: none, so no teacher), and with ``step_skills`` the step's own skill (§1.8).
     ``pairing`` (``TeacherContext.pairing``) swaps each episode skill for another trajectory's, given ``tasks``
     (traj_id -> Task) and the environment's ``judge``."""
-    import json
-
     episode = {a.traj_id: a.episode_skill for a in annotations if a.ok}
     if pairing is not None:
         episode = pairing(episode, tasks or {}, judge)

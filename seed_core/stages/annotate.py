@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -27,24 +28,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from seed_core.analyzer.parse import skill_metrics
-from seed_core.config import ConfigError, SeedConfig
-from seed_core.repro.numerics import write_resolved
-from seed_core.runtime.io import DataFileError, KnownError, atomic_write_text, read_records, write_json, write_records
-from seed_core.loader import config_from_args, stage_errors, stage_parser
-from seed_core.runtime.logs import Progress
-from seed_core.data_gen.task_sets import read_tasks
-from seed_core.tracing import traced_llm_calls, use_prompts
-from seed_core.tracking import NullTracker, Tracker
-from seed_core.types import AnnotationRecord, StepRecord, Task
 from seed_core.analyzer.annotate import annotate_trajectories, sft_examples
 from seed_core.analyzer.audit import skill_correct_metrics
 from seed_core.analyzer.cache import AnnotationCache, analyzer_identity, answered, is_final, trajectory_key
 from seed_core.analyzer.clients import AnalyzerSetupError, CLIENTS
+from seed_core.analyzer.parse import skill_metrics
 from seed_core.analyzer.prompts import PROMPT_VERSION, registry_prompts, registry_tags
+from seed_core.config import ConfigError, SeedConfig
+from seed_core.data_gen.task_sets import read_tasks
 from seed_core.envs import make_env
+from seed_core.loader import config_from_args, stage_errors, stage_parser
+from seed_core.repro.numerics import write_resolved
 from seed_core.rollout.collector import group_by_trajectory
+from seed_core.runtime.io import DataFileError, KnownError, atomic_write_text, read_records, write_json, write_records
+from seed_core.runtime.logs import Progress
 from seed_core.skills.static import Note, aggregate, token_counter
+from seed_core.tracing import traced_llm_calls, use_prompts
+from seed_core.tracking import NullTracker, Tracker
+from seed_core.types import AnnotationRecord, StepRecord, Task
 
 if TYPE_CHECKING:
     from seed_core.analyzer.cache import AnnotationCache
@@ -128,8 +129,6 @@ def write_static_library(cfg: SeedConfig, annotations: list[AnnotationRecord],
     statements within ``annotate.static_skill_tokens`` policy tokens, each episode's instance values, from the
     env's ``instance_values`` hook where it has one, summarized or dropped), rewritten from scratch so a removed
     task type leaves no file behind."""
-    import shutil
-
 
     hook = getattr(env, "instance_values", None)
     values: dict[str, dict[str, str]] = {}

@@ -10,18 +10,18 @@ import time
 from pathlib import Path
 
 from seed_core.config import SeedConfig
-from seed_core.repro.numerics import write_resolved
-from seed_core.runtime.io import write_json, write_records
-from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.data_gen.task_sets import require_tasks, task_seed, write_tasks
-from seed_core.tracking import NullTracker, Tracker
-from seed_core.types import StepRecord
 from seed_core.envs import make_env
+from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.modeling.models import load_policy
+from seed_core.repro.numerics import write_resolved
 from seed_core.rollout.backends import make_backend
 from seed_core.rollout.collector import rollout, rollout_metrics
 from seed_core.rollout.expert import play_expert
+from seed_core.runtime.io import write_json, write_records
 from seed_core.runtime.services import ServiceUnavailableError, check_services
+from seed_core.tracking import NullTracker, Tracker
+from seed_core.types import StepRecord
 
 log = logging.getLogger(__name__)
 

@@ -30,22 +30,22 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from seed_core.config import SeedConfig, project_root
-from seed_core.repro.numerics import write_resolved
-from seed_core.runtime.io import write_json, write_records
-from seed_core.loader import config_from_args, stage_errors, stage_parser
-from seed_core.runtime.logs import Progress
-from seed_core.data_gen.task_sets import panel_tasks, task_seed
-from seed_core.tracking import NullTracker, Tracker
-from seed_core.types import EvalRecord, StepRecord, Task
 from seed_core.analyzer.annotate import annotate_trajectories, skills_by_traj
 from seed_core.analyzer.clients import CLIENTS
+from seed_core.config import SeedConfig, project_root
+from seed_core.data_gen.task_sets import panel_tasks, task_seed
 from seed_core.envs import make_env
+from seed_core.loader import config_from_args, stage_errors, stage_parser
 from seed_core.methods import METHODS, STAR
 from seed_core.modeling.models import load_policy
+from seed_core.repro.numerics import write_resolved
 from seed_core.rollout.backends import make_backend
 from seed_core.rollout.collector import group_by_trajectory, rollout, rollout_metrics
+from seed_core.runtime.io import write_json, write_records
+from seed_core.runtime.logs import Progress
 from seed_core.runtime.services import ServiceUnavailableError, check_services
+from seed_core.tracking import NullTracker, Tracker
+from seed_core.types import EvalRecord, StepRecord, Task
 
 if TYPE_CHECKING:
     from seed_core.envs.base import TextEnv

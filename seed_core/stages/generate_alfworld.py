@@ -19,11 +19,11 @@ from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
-from seed_core.config import SeedConfig
-from seed_core.runtime.io import write_json
-from seed_core.loader import config_from_args, stage_parser
 from seed_core.alfworld.engine import Engine
 from seed_core.alfworld.generator import LABELS, generate_one
+from seed_core.config import SeedConfig
+from seed_core.loader import config_from_args, stage_parser
+from seed_core.runtime.io import write_json
 
 REPORT = "generation_report.json"
 

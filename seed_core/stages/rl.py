@@ -29,22 +29,22 @@ import torch
 from seed_core.algorithms import ALGORITHMS, effective_config, effective_tags, effective_values
 from seed_core.config import SeedConfig
 from seed_core.data_gen.task_sets import require_tasks, task_seed, write_tasks
+from seed_core.envs import make_env
 from seed_core.lineage.resume import StaleRoundsError, check_rounds, rl_fingerprint
 from seed_core.loader import config_from_args, stage_errors, stage_parser
+from seed_core.modeling.models import load_policy
+from seed_core.registries import BACKENDS
 from seed_core.repro.numerics import write_resolved
+from seed_core.rollout.backends import make_backend
+from seed_core.rollout.collector import rollout, rollout_metrics
 from seed_core.runtime.io import (DataFileError, atomic_write_text, read_metrics, swap_dir, write_json,
                                   write_records)
 from seed_core.runtime.logs import Progress
 from seed_core.runtime.services import ServiceUnavailableError, check_services
+from seed_core.skills.contexts import TEACHER_CONTEXTS, hindsight_skills, make_encoders, static_skills
 from seed_core.stages import rl_analyzer
 from seed_core.stages.weight_sync import StaleEngineWeightsError, check_weight_sync
 from seed_core.tracking import NullTracker, Tracker
-from seed_core.types import AnnotationRecord, StepRecord
-from seed_core.envs import make_env
-from seed_core.modeling.models import load_policy
-from seed_core.rollout.backends import make_backend
-from seed_core.rollout.collector import rollout, rollout_metrics
-from seed_core.skills.contexts import TEACHER_CONTEXTS, hindsight_skills, make_encoders, static_skills
 from seed_core.trainer.checkpoint import ADAPTER_DIR, link_tree
 from seed_core.trainer.distributed import Collective
 from seed_core.trainer.optim import build_optimizer
@@ -52,6 +52,7 @@ from seed_core.trainer.rl_step import rl_update
 from seed_core.trainer.samples import build_samples, gather_samples
 from seed_core.trainer.scale import (apply_lora, check_layout, load_optimizer, make_accelerator, prepare_reference,
                                      save_policy)
+from seed_core.types import AnnotationRecord, StepRecord
 
 log = logging.getLogger(__name__)
 
@@ -337,7 +338,7 @@ def _persist(state: RoundState, out_dir: Path, final: Path, carry: RoundCarry | 
         save_policy(accelerator, policy.model, policy.tokenizer, work / "checkpoint", state.optimizer)
         rl_analyzer.save(state, work)  # an own-weights analyzer resumes from here too
         policy = replace(policy, source=final / "checkpoint")
-    elif cfg.generation.backend == "vllm":  # the engines load the next round's weights from disk
+    elif BACKENDS.entry(cfg.generation.backend).reloads_weights:  # the engines load the next round's weights
         save_policy(accelerator, policy.model, policy.tokenizer, work / "weights")
         policy = replace(policy, source=final / "weights")
     if accelerator.is_main_process:
@@ -361,7 +362,6 @@ def _persist(state: RoundState, out_dir: Path, final: Path, carry: RoundCarry | 
 def finalize_rl(cfg: SeedConfig, out_dir: Path) -> dict[str, float]:
     """Write the final checkpoint, ``curve.csv`` (one row per round) and the stage ``metrics.json``."""
     import pandas as pd
-
 
     cfg = effective_config(cfg)
     out_dir = Path(out_dir)

@@ -24,21 +24,21 @@ from typing import Any
 
 import torch
 
+from seed_core.analyzer.annotate import annotate_trajectories
 from seed_core.analyzer.audit import audit_metrics, token_budget, warn_if_unsound
+from seed_core.analyzer.clients import CLIENTS, policy_client
 from seed_core.analyzer.governance import (ANALYZER_DIR, GOVERNANCE, AnalyzerWeights, Governance, GovernanceError,
                                            check_supported, ema_update, refresh_passes)
 from seed_core.analyzer.parse import skill_metrics
-from seed_core.registries import BACKENDS
-from seed_core.runtime.io import read_records, write_records
 from seed_core.data_gen.task_sets import held_out_split, read_tasks, task_seed, write_tasks
-from seed_core.types import StepRecord
-from seed_core.analyzer.annotate import annotate_trajectories
-from seed_core.analyzer.clients import CLIENTS, policy_client
 from seed_core.envs import make_env
+from seed_core.registries import BACKENDS
 from seed_core.rollout.backends import make_backend
 from seed_core.rollout.collector import group_by_trajectory, rollout
+from seed_core.runtime.io import read_records, write_records
 from seed_core.trainer.anchor_step import analysis_batch, anchor_update, trajectory_gains
 from seed_core.trainer.scale import is_fsdp
+from seed_core.types import StepRecord
 
 log = logging.getLogger(__name__)
 

@@ -10,21 +10,21 @@ import json
 import time
 from pathlib import Path
 
-from seed_core.config import SeedConfig
-from seed_core.repro.numerics import write_resolved
-from seed_core.runtime.io import DataFileError, atomic_write_text, read_records, write_json
-from seed_core.loader import config_from_args, stage_parser
-from seed_core.skills.insert import insert_episode_skill
-from seed_core.data_gen.task_sets import read_tasks
-from seed_core.tracking import NullTracker, Tracker
-from seed_core.types import AnnotationRecord, StepRecord
 from seed_core.analyzer.annotate import skills_by_traj
 from seed_core.analyzer.sensitivity import skill_sensitivity
+from seed_core.config import SeedConfig
+from seed_core.data_gen.task_sets import read_tasks
 from seed_core.envs import make_env
+from seed_core.loader import config_from_args, stage_parser
 from seed_core.modeling.models import load_policy, make_encoder
+from seed_core.repro.numerics import write_resolved
 from seed_core.rollout.collector import group_by_trajectory
+from seed_core.runtime.io import DataFileError, atomic_write_text, read_records, write_json
+from seed_core.skills.insert import insert_episode_skill
+from seed_core.tracking import NullTracker, Tracker
 from seed_core.trainer.scale import apply_lora, check_layout, make_accelerator, save_policy
 from seed_core.trainer.sft import run_sft_loop, tokenize_examples
+from seed_core.types import AnnotationRecord, StepRecord
 
 
 def read_sft_examples(path: Path) -> list[tuple[str, str]]:
@@ -56,7 +56,6 @@ def run_sft(cfg: SeedConfig, model_dir: Path, annotate_dir: Path, out_dir: Path,
             collect_dir: Path | None = None) -> dict[str, float]:
     """Writes checkpoint/ (HF dir), loss.csv (step, loss) and metrics.json."""
     import torch
-
 
     tracker = tracker or NullTracker()
     out_dir = Path(out_dir)

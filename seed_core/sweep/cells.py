@@ -32,11 +32,11 @@ from typing import Any, Callable
 from filelock import FileLock
 
 from seed_core.config import SeedConfig
-from seed_core.runtime.io import recover_dir, swap_dir, write_json
-from seed_core.lineage.stage_params import NOT_RESULTS
-from seed_core.tracking import NullTracker, Tracker
 from seed_core.lineage.code_closure import fingerprint
+from seed_core.lineage.stage_params import NOT_RESULTS
+from seed_core.runtime.io import recover_dir, swap_dir, write_json
 from seed_core.sweep.cell import run_seed_cell
+from seed_core.tracking import NullTracker, Tracker
 
 LOG_FILE = "cells.log"
 """One JSON line per event of every try (``started``, ``completed``, ``reused``), under the cells directory."""

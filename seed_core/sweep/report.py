@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from seed_core.algorithms import ABLATIONS
-from seed_core.runtime.io import atomic_write_text, write_json
-from seed_core.methods import in_paper_order, label
 from seed_core.loader import load_config
+from seed_core.methods import in_paper_order, label
+from seed_core.runtime.io import atomic_write_text, write_json
 from seed_core.sweep.cell import read_cells, setting_of, summarize_sweep
 
 MECHANISM_LABELS = {

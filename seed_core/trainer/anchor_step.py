@@ -19,8 +19,8 @@ from typing import Any, Sequence
 import torch
 
 from seed_core.losses.anchor import anchor_loss, skill_gen_reward
-from seed_core.trainer.logprobs import pack_sequences, response_logprobs, score_in_chunks
 from seed_core.modeling.models import encode_prompt
+from seed_core.trainer.logprobs import pack_sequences, response_logprobs, score_in_chunks
 
 
 def trajectory_gains(model: torch.nn.Module, samples: Any, traj_ids: Sequence[str], pad_id: int,

@@ -28,13 +28,12 @@ import torch
 from seed_core.config import ModelConfig
 from seed_core.registries import BACKENDS
 from seed_core.runtime.io import DataFileError, fsync_file, writing
-from seed_core.trainer.checkpoint import checkpoint_bytes, save_checkpoint
 from seed_core.runtime.parent_watch import watch_launcher
+from seed_core.trainer.checkpoint import checkpoint_bytes, save_checkpoint
 
 
 def make_accelerator(model_cfg: ModelConfig) -> Any:
     from accelerate import Accelerator
-
 
     watch_launcher()  # a rank of `accelerate launch` ends when its launcher does (seed_core.runtime.parent_watch)
     mixed = None if model_cfg.mixed_precision == "no" else model_cfg.mixed_precision

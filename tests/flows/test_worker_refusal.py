@@ -163,7 +163,7 @@ def test_an_edited_cell_deployment_is_refused(worker, project, tmp_path: Path, m
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import DeploymentUpdate
 
-    from flows.pool import ensure_deployment
+    from flows.sweep_pool import ensure_deployment
 
     root, _ = project
     mark = tmp_path / "MARK"

@@ -206,6 +206,15 @@ def test_a_package_init_that_re_exports_a_module_importing_a_sibling_is_a_circle
     assert find_cycle(seed_core_imports(tmp_path)) == ["seed_core.pkg", "seed_core.pkg.a", "seed_core.pkg"]
 
 
+def test_the_golden_check_module_loads_no_torch_before_it_pins_the_numerics() -> None:
+    """``python -m seed_core.repro.golden`` pins the CPU numerics in ``main``, which works only while importing the
+    module leaves torch unloaded (``golden_build`` imports its torch-loading modules inside ``build``)."""
+    code = "import sys, seed_core.repro.golden\nprint('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "False"
+
+
 def test_importing_an_environment_module_loads_no_other_environment() -> None:
     """The circles of issue 28 gone: ``seed_core.envs.base`` loaded ~35 seed_core modules through
     ``seed_core/envs/__init__`` (every environment and its engines)."""

@@ -60,11 +60,10 @@ class Scripted:
 def scripted(monkeypatch: pytest.MonkeyPatch):
     def install(script: dict[int, list[list[str]]], **kwargs: Any) -> Scripted:
         fake = Scripted(script, **kwargs)
-        import prefect.client.orchestration
-        import prefect.deployments
+        import flows.pool
 
-        monkeypatch.setattr(prefect.deployments, "run_deployment", fake.run_deployment)
-        monkeypatch.setattr(prefect.client.orchestration, "get_client", fake.client)
+        monkeypatch.setattr(flows.pool, "run_deployment", fake.run_deployment)  # where fan_out looks them up
+        monkeypatch.setattr(flows.pool, "get_client", fake.client)
         return fake
     return install
 
