@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from seed_core.config import ALFWorldConfig, endpoint_env, project_root
+from seed_core.config import endpoint_env, project_root
+from seed_core.config_envs import ALFWorldConfig
 
 GAME_FILE = "game.tw-pddl"
 TRAJ_FILE = "traj_data.json"

@@ -36,7 +36,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
-from seed_core.config import EnvConfig, SearchQAConfig, project_root
+from seed_core.config import project_root
+from seed_core.config_envs import EnvConfig, SearchQAConfig
 from seed_core.data_gen.qa_corpus import QAGenSpec, generate_qa
 from seed_core.data_gen.qa_files import GENERATED_SOURCES, SEARCH_R1_SOURCES, QAItem, read_split
 from seed_core.envs.base import TimeLimit

@@ -30,7 +30,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
-from seed_core.config import EnvConfig, WebShopConfig, project_root
+from seed_core.config import project_root
+from seed_core.config_envs import EnvConfig, WebShopConfig
 from seed_core.data_gen.webshop_catalog import CATEGORIES, CatalogSpec, generate_catalog
 from seed_core.envs.base import TimeLimit
 from seed_core.envs.prompt_parts import history_block, project_action_tag

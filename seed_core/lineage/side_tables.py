@@ -6,7 +6,7 @@ test_side_tables.py`` fails with these lines, so an addition cannot forget one; 
 
 | table | where | why |
 |---|---|---|
-| its settings section | ``EnvConfig.<name>`` in ``seed_core/config.py`` | ``env.<name>`` in params.yaml is validated there |
+| its settings section | ``EnvConfig.<name>`` in ``seed_core/config_envs.py`` | ``env.<name>`` in params.yaml is validated there |
 | its params.yaml section | ``env: <name>:`` in ``params.yaml`` (then ``python scripts/make_presets.py``) | params.yaml is complete |
 | its evaluation panel | ``data/panels/<name>-<split>.json`` (``python -m seed_core.data_gen.generate panels``) | held-out instances are fixed |
 """
@@ -25,7 +25,7 @@ def missing_env_entries(name: str, root: Path | None = None) -> list[str]:
     root = root or project_root()
     missing = []
     if name not in EnvConfig.model_fields:
-        missing.append(f"seed_core/config.py: EnvConfig has no section {name!r}; add `{name}: <Name>Config = "
+        missing.append(f"seed_core/config_envs.py: EnvConfig has no section {name!r}; add `{name}: <Name>Config = "
                        f"<Name>Config()` with the environment's settings")
     params = yaml.safe_load((root / "params.yaml").read_text()) or {}
     if name not in (params.get("env") or {}):

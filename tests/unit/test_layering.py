@@ -72,7 +72,8 @@ def test_importing_every_flow_and_task_module_loads_no_torch() -> None:
 # --- inside seed_core: no import circle, no upward arrow (issue 12) -------------------------------------------
 
 LAYERS = (  # lowest first; a module may import its own layer or lower ones, never a higher one
-    ("base", ("registry", "registries", "types", "config", "stats", "lineage", "lineage.code_closure",
+    ("base", ("registry", "registries", "types", "config_base", "config_envs", "config", "stats", "lineage",
+              "lineage.code_closure",
               "runtime", "repro", "repro.numerics", "repro.reference", "skills",
               "skills.insert", "modeling")),
     ("engines", ("alfworld", "webshop", "retrieval", "data_gen")),
@@ -224,7 +225,8 @@ def test_importing_an_environment_module_loads_no_other_environment() -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     loaded = set(eval(result.stdout))
     assert loaded <= {"seed_core.envs", "seed_core.envs.base", "seed_core.config", "seed_core.runtime",
-                      "seed_core.runtime.endpoints", "seed_core.runtime.vllm_flags",
+                      "seed_core.runtime.endpoints", "seed_core.runtime.vllm_flags", "seed_core.config_base",
+                      "seed_core.config_envs",
                       "seed_core.registries", "seed_core.registry", "seed_core.types"}, sorted(loaded)
 
 
@@ -238,5 +240,7 @@ def test_seed_core_has_no_upward_arrow() -> None:
 
 def test_config_imports_nothing_but_pydantic_and_io() -> None:
     assert seed_core_imports()["seed_core.config"] <= {"seed_core", "seed_core.runtime", "seed_core.runtime.io",
-                                                       "seed_core.runtime.endpoints", "seed_core.runtime.vllm_flags"}
+                                                       "seed_core.runtime.endpoints", "seed_core.runtime.vllm_flags", "seed_core.config_base",
+                      "seed_core.config_envs",
+                                                       "seed_core.config_base", "seed_core.config_envs"}
     assert seed_core_imports()["seed_core.runtime.endpoints"] == set()

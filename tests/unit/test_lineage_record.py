@@ -33,6 +33,8 @@ SPLIT: dict[str, str] = {
     "seed_core/stages/weight_sync.py": "seed_core/stages/rl.py",
     "seed_core/envs/ezpoints_prompts.py": "seed_core/envs/ezpoints.py",
     "seed_core/runtime/vllm_flags.py": "seed_core/config.py",
+    "seed_core/config_base.py": "seed_core/config.py",
+    "seed_core/config_envs.py": "seed_core/config.py",
 }
 """New file -> the file it was cut from (issue 40: no file over 450 lines): a part may appear where its origin was."""
 

@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 
 import seed_core.retrieval.dense as dense_mod
-from seed_core.config import SearchQAConfig
-from seed_core.registry import UnknownNameError
+from seed_core.config_envs import SearchQAConfig
 from seed_core.registries import RETRIEVAL_METHODS
+from seed_core.registry import UnknownNameError
 from seed_core.retrieval.bm25 import Bm25Index
-from seed_core.retrieval.methods import Hit
 from seed_core.retrieval.client import LocalRetriever
 from seed_core.retrieval.corpus import Passage, make_contents, write_corpus
 from seed_core.retrieval.dense import DenseIndex, cached_embeddings, embedding_key
 from seed_core.retrieval.hybrid import HybridIndex, reciprocal_rank_fusion
+from seed_core.retrieval.methods import Hit
 from seed_core.retrieval.server import RetrievalServer
 
 ROOT = Path(__file__).resolve().parents[2]

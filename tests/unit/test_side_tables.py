@@ -18,5 +18,5 @@ def test_every_registered_environment_has_its_side_entries(name: str) -> None:
 def test_an_environment_registered_alone_is_told_each_table_to_edit() -> None:
     missing = missing_env_entries("mygrid")
     # the stages' params are no side table: they follow the registry (seed_core/lineage/stage_params.py)
-    assert [line.split(":")[0] for line in missing] == ["seed_core/config.py", "params.yaml", "data/panels/"]
+    assert [line.split(":")[0] for line in missing] == ["seed_core/config_envs.py", "params.yaml", "data/panels/"]
     assert all("mygrid" in line for line in missing)

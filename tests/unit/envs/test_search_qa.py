@@ -8,8 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from seed_core.skills.insert import insert_episode_skill
-from seed_core.config import EnvConfig, SearchQAConfig
+from seed_core.config_envs import EnvConfig, SearchQAConfig
 from seed_core.data_gen.qa_corpus import QAGenSpec, generate_qa, write_qa
 from seed_core.data_gen.qa_files import read_split
 from seed_core.envs import ENVS
@@ -24,6 +23,7 @@ from seed_core.envs.search_qa import (
 from seed_core.losses.advantages import step_scores
 from seed_core.retrieval.client import RetrievalError
 from seed_core.retrieval.corpus import Passage, make_contents, write_corpus
+from seed_core.skills.insert import insert_episode_skill
 from seed_core.types import HistoryItem, ParsedAction, Task
 
 

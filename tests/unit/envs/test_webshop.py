@@ -9,12 +9,12 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
-from seed_core.skills.insert import insert_episode_skill
-from seed_core.config import EnvConfig, WebShopConfig
+from seed_core.config_envs import EnvConfig, WebShopConfig
 from seed_core.data_gen.webshop_catalog import CatalogSpec, generate_catalog
 from seed_core.envs import ENVS
 from seed_core.envs.webshop import WebShopEnv, page_text
 from seed_core.losses.advantages import step_scores
+from seed_core.skills.insert import insert_episode_skill
 from seed_core.types import HistoryItem, Task
 from seed_core.webshop import real
 from seed_core.webshop.catalog import Goal, Product, read_catalog, write_catalog
