@@ -187,7 +187,8 @@ def test_the_cell_process_checks_again_the_parameters_it_runs_with(project, tmp_
     worker's check (the API lets anyone update them) are refused there, and the cell flow never starts."""
     from prefect.client.orchestration import get_client
 
-    from flows.pool import ROOT_VAR, ensure_deployment
+    from flows.pool import ROOT_VAR
+    from flows.sweep_pool import ensure_deployment
 
     root, env = project
     ensure_deployment(STOP_POOL)
