@@ -97,11 +97,6 @@ def params_path(stage: str) -> str:
     return "data/params/rl/${key}.yaml" if stage == PER_ALGORITHM else f"data/params/{stage}.yaml"
 
 
-def fingerprint(entry: str, select: code_closure.Select | None = None) -> str:
-    """``sha256sum`` lines of every file ``entry`` can import (``seed_core.lineage.code_closure.fingerprint``)."""
-    return code_closure.fingerprint(entry, ROOT, select)
-
-
 def stage_select(stage: str, cfg: "SeedConfig", algorithm: str | None = None) -> dict[str, frozenset[str]]:
     """The table entries ``stage`` (``rl``: ``rl@<algorithm>``) can select under ``cfg``
     (``seed_core.lineage.stage_code.selection``)."""

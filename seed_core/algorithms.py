@@ -136,9 +136,9 @@ class Algorithm:
         loss: tuple[str, ...] = ()
         if self.distill:
             fixed_loss = dict(self.fixed).get("distill_loss")
-            names = [fixed_loss] if fixed_loss else ["distill_loss", *DISTILL_LOSSES.names()]
-            loss = tuple(k for n in names for k in (("rl.distill_loss",) if n == "distill_loss"
-                                                    else DISTILL_LOSSES.entry(n).keys))
+            losses = [fixed_loss] if fixed_loss else DISTILL_LOSSES.names()
+            loss = (*(() if fixed_loss else ("rl.distill_loss",)),
+                    *(k for name in losses for k in DISTILL_LOSSES.entry(name).keys))
         keys = {*analyzer, *governance, *loss, *(SHAPINGS.entry(self.shaping).keys if self.shaping else ()),
                 *(("rl.static_skills_dir",) if self.skill_source == "static" else ()),
                 *(("rl.max_step_skills",) if self.step_skills else ())}

@@ -23,6 +23,7 @@ what every run of a stage reads.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from seed_core.algorithms import ALGORITHMS
@@ -59,14 +60,21 @@ _GENERATE = ("generation.backend", "generation.top_p", "generation.top_k", "gene
 _SELF_ANALYZER = CLIENTS.entry("policy").keys
 
 
+@functools.cache
+def _schema_rank() -> dict[str, int]:
+    """Dotted key or section -> the position of its first leaf in ``SeedConfig`` (params.yaml's order)."""
+    first: dict[str, int] = {}
+    for i, leaf in enumerate(flatten(SeedConfig())):
+        parts = leaf.split(".")
+        for depth in range(1, len(parts) + 1):
+            first.setdefault(".".join(parts[:depth]), i)
+    return first
+
+
 def schema_order(keys: set[str] | tuple[str, ...]) -> tuple[str, ...]:
     """``keys`` in params.yaml's order (``SeedConfig``'s fields; a section where its first leaf is)."""
-    leaves = list(flatten(SeedConfig()))
-    first = {}
-    for i, leaf in enumerate(leaves):
-        for depth in range(1, leaf.count(".") + 2):
-            first.setdefault(".".join(leaf.split(".")[:depth]), i)
-    return tuple(sorted(keys, key=lambda k: first[k]))
+    rank = _schema_rank()
+    return tuple(sorted(keys, key=rank.__getitem__))
 
 
 RL_OWN = ("rl.rounds", "rl.tasks_per_round", "rl.group_size", "rl.advantage", "rl.policy_loss", "rl.clip_ratio_low",

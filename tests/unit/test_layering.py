@@ -175,13 +175,19 @@ def test_seed_core_has_no_import_cycle_even_through_type_only_imports() -> None:
     assert cycle is None, "import circle (type-only and package __init__ imports count): " + " -> ".join(cycle)
 
 
+def _plant(root: Path, files: dict[str, str]) -> Path:
+    """A planted ``seed_core/pkg`` under ``root`` with the given module sources (``seed_core/__init__.py`` empty)."""
+    package = root / "seed_core" / "pkg"
+    package.mkdir(parents=True, exist_ok=True)
+    (root / "seed_core" / "__init__.py").write_text("")
+    for name, source in files.items():
+        (package / name).write_text(source)
+    return package
+
+
 def test_a_type_only_import_closes_a_circle(tmp_path: Path) -> None:
-    package = tmp_path / "seed_core" / "pkg"
-    package.mkdir(parents=True)
-    (tmp_path / "seed_core" / "__init__.py").write_text("")
-    (package / "__init__.py").write_text("")
-    (package / "a.py").write_text("from seed_core.pkg.b import B\n")
-    (package / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import A\nB = 1\n")
+    _plant(tmp_path, {"__init__.py": "", "a.py": "from seed_core.pkg.b import B\n",
+                      "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import A\nB = 1\n"})
     assert find_cycle(seed_core_imports(tmp_path)) is None  # the run-time graph has no circle
     assert find_cycle(seed_core_type_imports(tmp_path)) == ["seed_core.pkg.a", "seed_core.pkg.b", "seed_core.pkg.a"]
 
@@ -194,12 +200,8 @@ def test_find_cycle_sees_a_circle_and_only_a_circle() -> None:
 def test_a_package_init_that_re_exports_a_module_importing_a_sibling_is_a_circle(tmp_path: Path) -> None:
     """The circle of issue 28 (``envs``, ``retrieval``, ``losses``), planted: ``pkg/__init__`` re-exports ``pkg.a``,
     which imports ``pkg.base``, so importing ``pkg.a`` (or any module of ``pkg``) runs ``pkg/__init__`` again."""
-    package = tmp_path / "seed_core" / "pkg"
-    package.mkdir(parents=True)
-    (tmp_path / "seed_core" / "__init__.py").write_text("")
-    (package / "base.py").write_text("BASE = 1\n")
-    (package / "a.py").write_text("from seed_core.pkg.base import BASE\n\nA = BASE\n")
-    (package / "__init__.py").write_text("from seed_core.pkg.base import BASE\n")
+    package = _plant(tmp_path, {"base.py": "BASE = 1\n", "a.py": "from seed_core.pkg.base import BASE\n\nA = BASE\n",
+                                "__init__.py": "from seed_core.pkg.base import BASE\n"})
     assert find_cycle(seed_core_imports(tmp_path)) is None  # re-exporting a module that imports no sibling is fine
     (package / "__init__.py").write_text("from seed_core.pkg.a import A  # re-export\n")
     assert find_cycle(seed_core_imports(tmp_path)) == ["seed_core.pkg", "seed_core.pkg.a", "seed_core.pkg"]
