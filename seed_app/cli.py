@@ -27,8 +27,9 @@ them. A new command: a function declared so in its group's module (or a new ``cl
 ``COMMANDS``, and its bad arguments in ``tests/unit/test_cli_errors.py`` ``BAD_ARGS``.
 
 Imports: the standard library at module top; what a command runs (seed_core's engine, flows, Prefect, MLflow, DVC)
-inside the command's function. Measured: ``seed --help`` takes 0.6 s this way and 9 s with those imports at the top
-of ``seed_app`` (``seed_core.repro.golden_build`` alone pulls torch and transformers, 7.7 s).
+inside the command's function, since importing this module is ``seed --help``'s whole cost and the engine's modules
+load torch and transformers (``benchmarks/results/import_cost.json``: ``seed_app.cli`` against
+``seed_core.modeling.testbed``, which ``seed doctor``'s build pulls).
 """
 
 from __future__ import annotations
