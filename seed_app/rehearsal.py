@@ -78,6 +78,9 @@ def _machine(cfg: SeedConfig) -> dict[str, tuple[Any, str]]:
                                         "float order"),
         "annotate.min_ok_fraction": (0.0, "a 135M annotator parses what it parses: reported, not graded"),
         "annotate.fail_fast_after": (0, "the same: no early stop on the small annotator's unparsable answers"),
+        "annotate.timeout_s": (600.0, "the CPU stand-in writes ~13 tokens/s per request with 4 at once, so a "
+                                      "1024-token answer takes ~80 s, over the 60 s set for a hosted endpoint (3 of "
+                                      "4 ALFWorld annotations timed out at 38089ec)"),
     }
     if cfg.project.accelerate_config:
         twin = ACCELERATE_TWINS.get(cfg.project.accelerate_config, "configs/accelerate/cpu_2proc.yaml")
@@ -265,6 +268,14 @@ def checked_config(preset: Path | None, cfg: SeedConfig, user_overrides: dict[st
     return rehearsed.model_copy(update={"annotate": rehearsed.annotate.model_copy(update={"client": "oracle"})})
 
 
+def _one_line(err: BaseException) -> str:
+    """The record's error: a failed ``dvc exp run`` by its exit status (its command line is the overrides, already
+    in the record; the failed stage is in ``failed_stages``), anything else by its type and first line."""
+    if isinstance(err, subprocess.CalledProcessError):
+        return f"{' '.join(map(str, err.cmd[:3]))} exited {err.returncode}; see failed_stages and the run's log"
+    return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+
+
 def rehearse(preset: Path, cfg: SeedConfig, user_overrides: dict[str, Any], name: str | None,
              echo: Callable[[str], None]) -> Any:
     """Run ``preset`` as a rehearsal (the user's ``-S`` overrides win over the rehearsal's); print what is replaced,
@@ -283,7 +294,7 @@ def rehearse(preset: Path, cfg: SeedConfig, user_overrides: dict[str, Any], name
         with annotator_server(rehearsed, project_root() / ".tmp" / "rehearsal"):
             run = run_in_flow(preset, over, name)
     except BaseException as err:
-        error = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        error = _one_line(err)
         raise
     finally:
         entry = record(preset, cfg, "failed" if error else "passed", time.monotonic() - start, since_ms, error)

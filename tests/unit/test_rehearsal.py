@@ -85,3 +85,14 @@ def test_the_record_keeps_other_presets_and_lists_the_replacements(tmp_path: Pat
     assert data["presets"]["alfworld-qwen2.5-3b"] == entry
     assert entry["passed"] is False and entry["error"] == "EngineError: x" and entry["failed_stages"] == ["rl-grpo"]
     assert {r["key"] for r in entry["replaced"]} == {r.key for r in rehearsal.replacements(cfg)}
+
+
+def test_a_failed_dvc_run_is_recorded_by_its_exit_status_not_its_command_line() -> None:
+    """The first line of a failed ``dvc exp run`` is its whole command line (every override), which hid the exit
+    status in the 3864de5 record; other errors keep their type and first line."""
+    import subprocess
+
+    failed = subprocess.CalledProcessError(255, ["dvc", "exp", "run", "-S", "model.path=smollm2-135m-instruct"])
+    assert rehearsal._one_line(failed) == "dvc exp run exited 255; see failed_stages and the run's log"
+    assert rehearsal._one_line(KeyboardInterrupt()) == "KeyboardInterrupt: "
+    assert rehearsal._one_line(RuntimeError("engine died\nlog tail")) == "RuntimeError: engine died"
