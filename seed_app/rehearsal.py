@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
 import secrets
@@ -236,13 +237,26 @@ def _stage_metrics(cfg: SeedConfig, since_ms: int) -> dict[str, float]:
     return out
 
 
+NAMING_KEYS = ("project.preset", "tracking.experiment")
+"""Settings that name a run and compute nothing."""
+
+
+def settings_digest(rehearsed: SeedConfig) -> str:
+    """12 hex digits of sha256 over the rehearsal's flattened settings less ``NAMING_KEYS``. Two presets with the
+    same digest run the same computation here: after the replacements, presets that differ only in the policy model
+    (``alfworld-qwen2.5-1.5b`` and ``-3b``) rehearse identically, which the record shows instead of hiding."""
+    values = {k: v for k, v in flatten(rehearsed).items() if k not in NAMING_KEYS}
+    return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
 def record(preset: Path, cfg: SeedConfig, outcome: str, seconds: float, since_ms: int,
-           error: str | None = None) -> dict[str, Any]:
-    """This rehearsal's entry, written into ``RESULTS`` under the preset's name (other presets' entries kept)."""
+           error: str | None = None, settings: str | None = None) -> dict[str, Any]:
+    """This rehearsal's entry, written into ``RESULTS`` under the preset's name (other presets' entries kept);
+    ``settings`` is the rehearsed config's ``settings_digest``."""
     from seed_core.tracking import git_commit
 
     stages = _stage_runs(cfg.tracking.experiment, since_ms)
-    entry = {"commit": git_commit()[:7], "passed": outcome == "passed", "outcome": outcome,
+    entry = {"commit": git_commit()[:7], "settings": settings, "passed": outcome == "passed", "outcome": outcome,
              "error": error[:300] if error else None, "seconds": round(seconds, 1),
              "failed_stages": [name for name, run in stages.items() if run["status"] == "FAILED"],
              "replaced": [dataclasses.asdict(r) for r in replacements(cfg)], "stages": stages,
@@ -297,6 +311,7 @@ def rehearse(preset: Path, cfg: SeedConfig, user_overrides: dict[str, Any], name
         error = _one_line(err)
         raise
     finally:
-        entry = record(preset, cfg, "failed" if error else "passed", time.monotonic() - start, since_ms, error)
+        entry = record(preset, cfg, "failed" if error else "passed", time.monotonic() - start, since_ms, error,
+                       settings_digest(rehearsed))
         echo(f"seed: rehearsal of {preset.stem} {entry['outcome']} in {entry['seconds']:.0f} s; record in {RESULTS}")
     return run

@@ -96,3 +96,15 @@ def test_a_failed_dvc_run_is_recorded_by_its_exit_status_not_its_command_line() 
     assert rehearsal._one_line(failed) == "dvc exp run exited 255; see failed_stages and the run's log"
     assert rehearsal._one_line(KeyboardInterrupt()) == "KeyboardInterrupt: "
     assert rehearsal._one_line(RuntimeError("engine died\nlog tail")) == "RuntimeError: engine died"
+
+
+def test_presets_that_differ_only_in_what_the_rehearsal_replaces_share_a_settings_digest() -> None:
+    """ALFWorld 1.5B and 3B differ in the policy model only, which the rehearsal replaces; 7B also keeps its own
+    micro-batch size, so it rehearses something else; a changed learning rate changes the digest."""
+    def digest(stem: str, **extra: object) -> str:
+        path = ROOT / "presets" / f"{stem}.yaml"
+        return rehearsal.settings_digest(load_config(path, {**rehearsal.overrides(load_config(path)), **extra}))
+
+    assert digest("alfworld-qwen2.5-1.5b") == digest("alfworld-qwen2.5-3b")
+    assert digest("alfworld-qwen2.5-3b") != digest("alfworld-qwen2.5-7b")
+    assert digest("alfworld-qwen2.5-3b") != digest("alfworld-qwen2.5-3b", **{"rl.lr": 2e-6})
