@@ -7,8 +7,13 @@ algorithm), the params keys, the files of the code fingerprint and the dvc.yaml 
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
-from scripts import lineage_snapshot
+if str(Path(__file__).resolve().parents[2]) not in sys.path:  # `scripts` is a folder at the root, not a package:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # alone, this module found it only by another's path
+
+from scripts import lineage_snapshot  # noqa: E402
 
 _PACKAGES = {"lineage": ("code_closure", "stage_code", "stage_params", "side_tables", "resume"),
              "repro": ("numerics", "golden", "golden_build", "reference")}
