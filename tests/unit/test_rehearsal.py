@@ -108,3 +108,32 @@ def test_presets_that_differ_only_in_what_the_rehearsal_replaces_share_a_setting
     assert digest("alfworld-qwen2.5-1.5b") == digest("alfworld-qwen2.5-3b")
     assert digest("alfworld-qwen2.5-3b") != digest("alfworld-qwen2.5-7b")
     assert digest("alfworld-qwen2.5-3b") != digest("alfworld-qwen2.5-3b", **{"rl.lr": 2e-6})
+
+
+def test_the_annotator_stops_once_the_annotate_stage_has_written_its_metrics(tmp_path: Path) -> None:
+    """An older ``metrics.json`` (a previous run's) does not stop it; one written during the run does; a finished
+    run ends the watch without stopping anything twice."""
+    import os
+    import threading
+    import time
+
+    class Engine:
+        stops = 0
+
+        def stop(self) -> None:
+            Engine.stops += 1
+
+    done = tmp_path / "metrics.json"
+    done.write_text("{}")
+    os.utime(done, (1.0, 1.0))
+    finished = threading.Event()
+    watcher = rehearsal.stop_when_written(Engine(), done, time.time() - 1, finished, poll_s=0.01)
+    time.sleep(0.1)
+    assert Engine.stops == 0 and watcher.is_alive()
+    done.write_text("{}")
+    watcher.join(2.0)
+    assert Engine.stops == 1 and not watcher.is_alive()
+    quiet = rehearsal.stop_when_written(Engine(), tmp_path / "never.json", time.time(), finished, poll_s=0.01)
+    finished.set()
+    quiet.join(2.0)
+    assert not quiet.is_alive() and Engine.stops == 1
