@@ -183,7 +183,7 @@ def annotator_server(cfg: SeedConfig, log_dir: Path, done: Path | None = None) -
                "--max-model-len", "4096", *cpu_scheduler_args(4096, ()), "--disable-uvicorn-access-log"]
     supervisor = Path(__file__).resolve().parents[1] / "seed_core" / "rollout" / "vllm_worker.py"
     env = {**CPU_ENGINE_ENV, **os.environ, "VLLM_API_KEY": key, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", KV_SPACE: os.environ.get(KV_SPACE) or "1"}
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"annotator-{port}.log"
     with open(log_path, "ab") as log:  # the supervisor stops the server when this process is gone (even SIGKILL)
