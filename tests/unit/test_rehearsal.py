@@ -7,7 +7,9 @@ algorithm and its losses) is the preset's; a budget only ever shrinks; the shard
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -137,3 +139,61 @@ def test_the_annotator_stops_once_the_annotate_stage_has_written_its_metrics(tmp
     finished.set()
     quiet.join(2.0)
     assert not quiet.is_alive() and Engine.stops == 1
+
+
+# scripts/rehearse_campaign.py: which presets a campaign at one commit still runs, in which order, and how a new
+# record keeps the old one. (Here, not in a module of its own: a new module would change the test order CI replays.)
+_spec = importlib.util.spec_from_file_location("rehearse_campaign", ROOT / "scripts" / "rehearse_campaign.py")
+campaign = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(campaign)
+
+
+def test_every_paper_preset_is_planned_with_twins_next_to_each_other() -> None:
+    digests = campaign.paper_presets(ROOT)
+    assert len(digests) == 14 and "smollm2-sokoban" not in digests and "testbed-mechanism" not in digests
+    order = campaign.plan(digests, {}, "abc1234", [])
+    assert sorted(order) == sorted(digests)
+    seen = [digests[p] for p in order]  # each digest's presets form one run, so the second is a cache restore
+    assert all(seen.index(d) == i or seen[i - 1] == d for i, d in enumerate(seen))
+    assert order.index("alfworld-qwen2.5-3b") - order.index("alfworld-qwen2.5-1.5b") == 1
+
+
+def test_a_preset_that_passed_at_the_commit_is_skipped_and_one_that_failed_or_ran_elsewhere_is_not() -> None:
+    digests = {"a": "1", "b": "2", "c": "1", "d": "3"}
+    records = {"a": {"commit": "abc1234", "passed": True}, "b": {"commit": "abc1234", "passed": False},
+               "d": {"commit": "0000000", "passed": True}}
+    assert campaign.plan(digests, {}, "abc1234", []) == ["a", "c", "b", "d"]  # a and c compute the same
+    assert campaign.plan(digests, records, "abc1234", []) == ["b", "c", "d"]
+    assert campaign.plan(digests, records, "abc1234", ["d", "a"]) == ["d"]
+    with pytest.raises(SystemExit, match="not paper presets: nope"):
+        campaign.plan(digests, records, "abc1234", ["nope"])
+
+
+def test_a_new_record_keeps_the_earlier_one_and_its_history() -> None:
+    old = {"commit": "1111111", "passed": False, "earlier_runs": [{"commit": "0000000"}]}
+    new = {"commit": "2222222", "passed": True}
+    assert campaign.merged(old, new) == {**new, "earlier_runs": [{"commit": "0000000"},
+                                                                  {"commit": "1111111", "passed": False}]}
+    assert campaign.merged(None, new) == new
+
+
+def test_only_a_record_written_at_the_clones_commit_is_copied(tmp_path: Path, monkeypatch) -> None:
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "init", "-q", str(clone)], check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x"],
+                   cwd=clone, check=True)
+    head = campaign.short("HEAD", clone)
+    ours = tmp_path / "ours"
+    (ours / campaign.RESULTS).parent.mkdir(parents=True)
+    (ours / campaign.RESULTS).write_text(json.dumps({"presets": {"p": {"commit": "0000000", "passed": False}}}))
+    (clone / campaign.RESULTS).parent.mkdir(parents=True)
+    monkeypatch.setattr(campaign, "ROOT", ours)
+
+    (clone / campaign.RESULTS).write_text(json.dumps({"presets": {"p": {"commit": "9999999", "passed": True}}}))
+    assert campaign.copy_record(clone, "p") is None  # the clone's file holds an older run's record: not this one
+
+    (clone / campaign.RESULTS).write_text(json.dumps({"presets": {"p": {"commit": head, "passed": True}}}))
+    assert campaign.copy_record(clone, "p") == {"commit": head, "passed": True}
+    written = json.loads((ours / campaign.RESULTS).read_text())["presets"]["p"]
+    assert written["commit"] == head and written["earlier_runs"] == [{"commit": "0000000", "passed": False}]
+    assert campaign.copy_record(clone, "p", ["q"])["same_settings_as"] == ["q"]
