@@ -27,7 +27,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "docs" / "templates"
-PAGES = {"README.md.j2": "README.md", "results.md.j2": "docs/results.md"}
+PAGES = {"README.md.j2": "README.md", "results.md.j2": "docs/results.md", "rehearsals.md.j2": "docs/rehearsals.md"}
 """Template (under docs/templates/) -> the page it renders, relative to the repository root."""
 RESULTS = ROOT / "benchmarks" / "results"
 ABLATIONS = ("seed", "seed_no_sft", "seed_no_opd", "seed_static_library", "seed_static")
@@ -199,6 +199,43 @@ def peer_trl() -> dict[str, Any]:
     return {"workload": workload, "rows": rows}
 
 
+def _span(values: list[float], fmt: str) -> str:
+    """The range of ``values`` in ``fmt`` ('0.5-1.0'; one value alone; '-' when none)."""
+    if not values:
+        return "-"
+    lo, hi = format(min(values), fmt), format(max(values), fmt)
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def rehearsals() -> dict[str, Any]:
+    """The paper presets' CPU rehearsals (``preset_rehearsal.json``, written by ``seed run --rehearse`` and
+    ``scripts/rehearse_campaign.py``): one row per preset, the campaign's commit (``campaign.commit``, written by the
+    campaign script) with how many presets passed there, and
+    the defects the rehearsals found with their fixes. A row's analysis parse rate and teacher coverage span the
+    RL rows that analyse; the log-prob difference is the largest per-token mean over its RL rows."""
+    d = _json("preset_rehearsal.json")
+    rows = []
+    for name, r in sorted(d["presets"].items()):
+        rl = r.get("rl_rows", {}).values()
+        rows.append({"preset": name, "commit": r["commit"], "outcome": r["outcome"],
+                     "minutes": f"{r['seconds'] / 60:.0f}", "stages": len(r.get("stages", {})),
+                     "parse": _span([v["analysis/parse_ok_rate"] for v in rl if "analysis/parse_ok_rate" in v], ".2f"),
+                     "coverage": _span([v["rl/teacher_coverage"] for v in rl if "rl/teacher_coverage" in v], ".2f"),
+                     "logp": _span([max(v["rollout/sampling_logp_diff_mean"] for v in rl
+                                        if "rollout/sampling_logp_diff_mean" in v)] if rl else [], ".1e"),
+                     "twin": ", ".join(r.get("same_settings_as", [])) or "-",
+                     "earlier": len(r.get("earlier_runs", []))})
+    campaign = d.get("campaign", {}).get("commit", "-")
+    passed = [r["preset"] for r in rows if r["commit"] == campaign and r["outcome"] == "passed"]
+    return {"rows": rows, "campaign": campaign, "passed": len(passed), "defects": d.get("defects", [])}
+
+
+def paper_presets() -> int:
+    """How many presets are paper presets (``generation.backend: vllm``: the ones a rehearsal is for)."""
+    return sum(yaml.safe_load(p.read_text())["generation"]["backend"] == "vllm"
+               for p in sorted((ROOT / "presets").glob("*.yaml")))
+
+
 def context() -> dict[str, Any]:
     """Everything the templates read: the measurements above and the default's settings (params.yaml)."""
     rows = reference_rows()
@@ -207,7 +244,8 @@ def context() -> dict[str, Any]:
             "table2": table2(rows), "verdict": verdict_rows(rows), "episodes": rows[0]["episodes"],
             "pre_default": preflight("preflight_default.json"), "pre_lab": preflight("preflight_mechanism.json"),
             "numerics": numerics(), "time": timings(), "sweep": sweep(), "learning": learning(rows),
-            "rl_rows": len(_json("numerics_run_cost.json")["lanes"]["pinned"]["rl"]), "peer": peer_trl()}
+            "rl_rows": len(_json("numerics_run_cost.json")["lanes"]["pinned"]["rl"]), "peer": peer_trl(),
+            "rehearsal": rehearsals(), "paper_presets": paper_presets()}
 
 
 def render() -> dict[str, str]:

@@ -40,7 +40,8 @@ ALLOWED_LITERALS = (
     "95%",                                                       # the confidence level of every interval
     "--seeds 5", "--seeds 10", "rl.opd_coef=0.02", "opd-0.02",   # example command lines, not results
     "127.0.0.1:8000/v1", "127.0.0.1", "qwen2.5-3b", "Qwen2", "AVX2",   # addresses and names
-    "README.md.j2", "results.md.j2",                            # the templates' own names
+    "README.md.j2", "results.md.j2", "rehearsals.md.j2",        # the templates' own names
+    "SmolLM2",                                                   # the package-shipped model's name
 )
 """Digits a template's own text may hold: names, example commands and the machine, never a measured value."""
 
@@ -60,7 +61,7 @@ def fresh() -> dict[str, str]:
 
 
 def test_committed_pages_equal_a_fresh_render(fresh: dict[str, str]) -> None:
-    assert set(fresh) == {"README.md", "docs/results.md"}
+    assert set(fresh) == {"README.md", "docs/results.md", "docs/rehearsals.md"}
     for page, text in fresh.items():
         committed = (ROOT / page).read_text()
         assert committed == text, (f"{page} differs from its render (a result changed or the page was edited by "
@@ -90,7 +91,7 @@ def test_readme_is_a_short_guide_with_ci_test_command(fresh: dict[str, str]) -> 
     assert "bash scripts/setup.sh && .venv/bin/seed run\n" in readme
 
 
-@pytest.mark.parametrize("page", ["README.md", "docs/results.md"])
+@pytest.mark.parametrize("page", ["README.md", "docs/results.md", "docs/rehearsals.md"])
 def test_relative_links_resolve(fresh: dict[str, str], page: str) -> None:
     base = (ROOT / page).parent
     targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", fresh[page])
@@ -105,6 +106,22 @@ def test_table2_drop_is_row_minus_seed_as_in_the_paper() -> None:
             {"method": "seed_no_opd", "label": "w/o OPD", "success_rate": 0.55, "success": "55.0"}]
     drops = {r["label"]: r["drop"] for r in render_docs.table2(rows)}
     assert drops == {"SEED": "-", "w/o SFT": "-10.0", "w/o OPD": "+5.0"}
+
+
+def test_rehearsals_count_only_passes_at_the_campaign_commit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/rehearsals.md's headline: a pass at another commit, or a failure at the campaign's, is not counted; a
+    row's parse rate and coverage span the rows that analyse, its log-prob gap is the largest row mean."""
+    analysing = {"analysis/parse_ok_rate": 0.5, "rl/teacher_coverage": 0.25, "rollout/sampling_logp_diff_mean": 2e-5}
+    record = {"commit": "c", "outcome": "passed", "seconds": 120.0, "stages": {"sft": {}},
+              "rl_rows": {"grpo": {"rollout/sampling_logp_diff_mean": 3e-5}, "seed": analysing,
+                          "seed_no_sft": {**analysing, "analysis/parse_ok_rate": 1.0}}}
+    data = {"campaign": {"commit": "c"}, "defects": [{"fixed_in": "f"}],
+            "presets": {"a": record, "b": {**record, "commit": "old"}, "d": {**record, "outcome": "failed"}}}
+    monkeypatch.setattr(render_docs, "_json", lambda name: data)
+    got = render_docs.rehearsals()
+    assert got["campaign"] == "c" and got["passed"] == 1 and got["defects"] == [{"fixed_in": "f"}]
+    row = got["rows"][0]
+    assert (row["parse"], row["coverage"], row["logp"], row["minutes"]) == ("0.50-1.00", "0.25", "3.0e-05", "2")
 
 
 def test_check_names_a_stale_page_and_writes_nothing(monkeypatch: pytest.MonkeyPatch, capsys, fresh) -> None:
