@@ -293,3 +293,30 @@ def test_server_without_dev_mode_cannot_be_reloaded_and_says_why(tiny_policy, ma
     with pytest.raises(EngineError, match=r"cannot load .* into http://127.0.0.1:\d+: .*HTTP 404.*VLLM_SERVER_DEV_MODE=1"):
         backend.generate(["up"], temperature=0, max_new_tokens=2)
     assert server.completions() == []
+
+
+@pytest.mark.parametrize("on_cpu", [True, False], ids=["one-at-a-time", "all-kept"])
+def test_on_cpu_launching_a_group_first_stops_the_other_groups_this_process_launched(tmp_path: Path,
+                                                                                     on_cpu: bool) -> None:
+    """A CPU engine holds its model in the machine's RAM: the ALFWorld rehearsal's policy and frozen-analyzer
+    engines on two ranks ran out of 24 GB. On CPU a new group stops the launched ones (a remote server is never
+    stopped) and a later request relaunches; on GPUs every group stays."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def launch() -> list[Engine]:  # a real process group in place of a vLLM server
+        started.append(subprocess.Popen(["sleep", "60"], start_new_session=True))
+        return [Engine("http://127.0.0.1:9", tmp_path, process=started[-1], log_path=tmp_path / "log")]
+
+    pool = EnginePool(one_at_a_time=lambda: on_cpu)
+    remote = pool.get("remote|http://127.0.0.1:8", lambda: [Engine("http://127.0.0.1:8", None)])
+    try:
+        policy = pool.get("policy|k", launch)
+        analyzer = pool.get(f"frozen:{tmp_path}|k", launch)
+        assert analyzer is not policy and started[1].poll() is None
+        assert (started[0].poll() is not None) == on_cpu  # the policy's engine was stopped only on CPU
+        again = pool.get("policy|k", launch)
+        assert (again is policy) != on_cpu and len(started) == (3 if on_cpu else 2)
+        assert pool.get("remote|http://127.0.0.1:8", launch) is remote  # never stopped, never relaunched
+    finally:
+        pool.stop_all()
+    assert all(p.poll() is not None for p in started)
