@@ -48,6 +48,11 @@ def short(commit: str, repo: Path = ROOT) -> str:
                           text=True).stdout.strip()[:7]
 
 
+def write_results(data: dict) -> None:
+    """This checkout's results file, in the layout ``seed_app.rehearsal.record`` writes."""
+    (ROOT / RESULTS).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
 def paper_presets(root: Path) -> dict[str, str]:
     """Each paper preset's stem -> its rehearsal's ``settings_digest``, read from ``root`` (the clone)."""
     sys.path.insert(0, str(root))
@@ -92,13 +97,12 @@ def copy_record(clone: Path, preset: str, twins: list[str] = ()) -> dict | None:
     theirs = json.loads((clone / RESULTS).read_text()).get("presets", {}) if (clone / RESULTS).is_file() else {}
     if theirs.get(preset, {}).get("commit") != short("HEAD", clone):  # none written: the clone's file is older
         return None
-    ours_path = ROOT / RESULTS
-    ours = json.loads(ours_path.read_text())
+    ours = json.loads((ROOT / RESULTS).read_text())
     new = {k: v for k, v in theirs[preset].items() if k != "earlier_runs"}
     if twins:
         new["same_settings_as"] = list(twins)
     ours["presets"][preset] = merged(ours["presets"].get(preset), new)
-    ours_path.write_text(json.dumps(ours, indent=2, sort_keys=True) + "\n")
+    write_results(ours)
     return new
 
 
@@ -146,7 +150,7 @@ def main() -> None:
     results = json.loads((ROOT / RESULTS).read_text())
     if results.get("campaign", {}).get("commit") != commit:  # the commit docs/rehearsals.md counts passes at
         results["campaign"] = {"commit": commit}
-        (ROOT / RESULTS).write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+        write_results(results)
     records = results["presets"]
     digests = paper_presets(clone)
     todo = plan(digests, records, commit, args.presets)

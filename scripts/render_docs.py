@@ -217,12 +217,12 @@ def rehearsals() -> dict[str, Any]:
     rows = []
     for name, r in sorted(d["presets"].items()):
         rl = r.get("rl_rows", {}).values()
+        gaps = sorted(v["rollout/sampling_logp_diff_mean"] for v in rl if "rollout/sampling_logp_diff_mean" in v)
         rows.append({"preset": name, "commit": r["commit"], "outcome": r["outcome"],
                      "minutes": f"{r['seconds'] / 60:.0f}", "stages": len(r.get("stages", {})),
                      "parse": _span([v["analysis/parse_ok_rate"] for v in rl if "analysis/parse_ok_rate" in v], ".2f"),
                      "coverage": _span([v["rl/teacher_coverage"] for v in rl if "rl/teacher_coverage" in v], ".2f"),
-                     "logp": _span([max(v["rollout/sampling_logp_diff_mean"] for v in rl
-                                        if "rollout/sampling_logp_diff_mean" in v)] if rl else [], ".1e"),
+                     "logp": _span(gaps[-1:], ".1e"),
                      "twin": ", ".join(r.get("same_settings_as", [])) or "-",
                      "earlier": len(r.get("earlier_runs", []))})
     campaign = d.get("campaign", {}).get("commit", "-")
