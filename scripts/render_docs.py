@@ -221,6 +221,8 @@ def rehearsals() -> dict[str, Any]:
         rows.append({"preset": name, "commit": r["commit"], "outcome": r["outcome"],
                      "minutes": f"{r['seconds'] / 60:.0f}", "stages": len(r.get("stages", {})),
                      "parse": _span([v["analysis/parse_ok_rate"] for v in rl if "analysis/parse_ok_rate" in v], ".2f"),
+                     "copied": _span([v["analysis/placeholder_share"] for v in rl if "analysis/placeholder_share" in v],
+                                     ".2f"),
                      "coverage": _span([v["rl/teacher_coverage"] for v in rl if "rl/teacher_coverage" in v], ".2f"),
                      "logp": _span(gaps[-1:], ".1e"),
                      "twin": ", ".join(r.get("same_settings_as", [])) or "-",

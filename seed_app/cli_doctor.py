@@ -70,7 +70,10 @@ def doctor_main(results: Path, record: bool, golden: Callable[[], dict[str, Any]
     if record and code == NO_RECORD and records and not same_cpu(mine, records[0]):
         typer.echo(f"seed doctor: WARNING: this machine ({mine['cpu_model']}) becomes the reference of key "
                    f"{mine['key']}, but the reference CPU is {records[0]['cpu_model']} (the first record): record "
-                   "there instead, or machines like the reference will read DIFFERS", err=True)
+                   "there instead, or machines like the reference will read DIFFERS; or bridge it: record here the "
+                   "code of a key the reference has too (`git worktree add DIR <that commit>`, then this command "
+                   "from DIR with --results pointing here), and when both give this machine the same hashes the "
+                   "reference's carry over (seed_core/repro/golden.py, reference)", err=True)
     if record:
         stored = append(results, mine)
         typer.echo(f"seed doctor: recorded this machine in {results} (match: {stored['match']}); commit it")

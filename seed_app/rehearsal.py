@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import secrets
 import subprocess
@@ -36,6 +37,8 @@ from typing import Any, Callable, Iterator
 
 from seed_core.config import ConfigError, SeedConfig, flatten, project_root
 from seed_core.registries import BACKENDS
+
+log = logging.getLogger(__name__)
 
 SMOLLM2 = "smollm2-135m-instruct"
 """The policy and annotator model of a rehearsal (``seed_core.modeling.builders.prepare_smollm2`` builds it)."""
@@ -142,16 +145,39 @@ def overrides(cfg: SeedConfig) -> dict[str, Any]:
     return {r.key: r.rehearsal for r in replacements(cfg)}
 
 
-def stop_when_written(engine: Any, done: Path, since: float, finished: threading.Event,
-                      poll_s: float = 5.0) -> threading.Thread:
-    """A daemon thread that stops ``engine`` once ``done`` is written at or after ``since`` (epoch seconds), or
-    ends when ``finished`` is set. The annotator serves the annotate stage only; stopping it when that stage has
-    written its ``metrics.json`` (after its last request) frees its ~3.3 GB for the RL rows: the ALFWorld rehearsal
-    at 38089ec lost a rank of ``rl@seed_static`` (a policy and a frozen-analyzer engine per rank) to the kernel's
-    out-of-memory killer on this 24 GB machine while the idle annotator still held its memory."""
+UPSTREAM_OF_ANNOTATE = ("prepare_model", "generate_alfworld", "collect")
+"""The stages' MLflow run names that come before ``annotate`` (dvc.yaml): any other stage's run means the annotate
+stage is behind the pipeline."""
+
+
+def annotate_over(runs: dict[str, dict[str, Any]]) -> bool:
+    """Whether the pipeline is past the annotate stage, from its stages' MLflow runs so far (``_stage_runs``): the
+    annotate run ended, or (annotate restored from DVC's run cache, as for a settings twin) a later stage's run
+    began."""
+    if "annotate" in runs:
+        return runs["annotate"]["status"] != "RUNNING"
+    return any(name not in UPSTREAM_OF_ANNOTATE for name in runs)
+
+
+def stop_after_annotate(engine: Any, runs: Callable[[], dict[str, dict[str, Any]]], finished: threading.Event,
+                        poll_s: float = 5.0) -> threading.Thread:
+    """A daemon thread that stops ``engine`` once ``annotate_over(runs())``, or ends when ``finished`` is set; a
+    failed read of the runs counts as not over. The annotator serves the annotate stage only; stopping it then frees
+    its ~3.3 GB for the RL rows: the ALFWorld rehearsal at 38089ec lost a rank of ``rl@seed_static`` (a policy and a
+    frozen-analyzer engine per rank) to the kernel's out-of-memory killer on this 24 GB machine while the idle
+    annotator still held its memory.
+
+    Not the annotate stage's ``metrics.json`` written after the start (as at 609a0d8): ``dvc exp run`` stashes and
+    reapplies the workspace before its first stage, which rewrites every file git tracks, that one included, so the
+    second rehearsal in a clone stopped its annotator before any stage ran (WebShop at 609a0d8)."""
     def watch() -> None:
         while not finished.wait(poll_s):
-            if done.is_file() and done.stat().st_mtime >= since:
+            try:
+                over = annotate_over(runs())
+            except Exception as err:  # noqa: BLE001 (a store being written to; the next poll reads again)
+                log.debug("annotator watch: %s", err)
+                continue
+            if over:
                 engine.stop()
                 return
 
@@ -161,11 +187,12 @@ def stop_when_written(engine: Any, done: Path, since: float, finished: threading
 
 
 @contextlib.contextmanager
-def annotator_server(cfg: SeedConfig, log_dir: Path, done: Path | None = None) -> Iterator[str]:
+def annotator_server(cfg: SeedConfig, log_dir: Path,
+                     runs: Callable[[], dict[str, dict[str, Any]]] | None = None) -> Iterator[str]:
     """A ``vllm serve`` of SmolLM2 on 127.0.0.1 with a random API key, tied to this process's life (seed's engine
     supervisor) and stopped after the block; sets ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` for the run inside, so
-    the annotate stage reaches it exactly as a user's endpoint. Yields its base URL. With ``done`` (the annotate
-    stage's ``metrics.json``), it stops as soon as that file is written (``stop_when_written``).
+    the annotate stage reaches it exactly as a user's endpoint. Yields its base URL. With ``runs`` (the pipeline's
+    stage runs so far), it stops as soon as the pipeline is past the annotate stage (``stop_after_annotate``).
 
     Not ``Engine.launch``: a policy engine runs in vLLM's dev mode (``/collective_rpc`` for weight reloads, which has
     no authentication) with seed's worker extension, and keeps its API key to itself. An annotator needs none of
@@ -197,8 +224,8 @@ def annotator_server(cfg: SeedConfig, log_dir: Path, done: Path | None = None) -
     try:
         engine.wait_healthy(cfg.generation.vllm.startup_timeout_s)
         os.environ.update({"OPENAI_BASE_URL": f"{engine.url}/v1", "OPENAI_API_KEY": key})
-        if done is not None:
-            stop_when_written(engine, done, time.time(), finished)
+        if runs is not None:
+            stop_after_annotate(engine, runs, finished)
         yield engine.url
     finally:
         finished.set()
@@ -229,8 +256,9 @@ def _stage_runs(experiment: str, since_ms: int) -> dict[str, dict[str, Any]]:
                               "status": r.info.status} for r in sorted(children, key=lambda r: r.info.start_time)}
 
 
-CURVE_KEYS = ("analysis/parse_ok_rate", "rl/teacher_coverage", "rollout/sampling_logp_diff_max",
-              "rollout/sampling_logp_diff_mean", "rollout/format_valid_rate", "time/round_s")
+CURVE_KEYS = ("analysis/analyses", "analysis/parse_ok_rate", "analysis/placeholder_share", "rl/teacher_coverage",
+              "rollout/sampling_logp_diff_max", "rollout/sampling_logp_diff_mean", "rollout/format_valid_rate",
+              "time/round_s")
 
 
 def _written_since(path: Path, since_ms: int) -> bool:
@@ -254,7 +282,7 @@ def _rl_rows(cfg: SeedConfig, since_ms: int) -> dict[str, dict[str, float]]:
 
 
 STAGE_KEYS = {"collect": ("collect/format_valid_rate", "collect/success_rate"),
-              "annotate": ("annotate/ok_rate", "annotate/mean_latency_s")}
+              "annotate": ("annotate/ok_rate", "annotate/placeholder_share", "annotate/mean_latency_s")}
 
 
 def _stage_metrics(cfg: SeedConfig, since_ms: int) -> dict[str, float]:
@@ -341,7 +369,7 @@ def rehearse(preset: Path, cfg: SeedConfig, user_overrides: dict[str, Any], name
     start, since_ms, run, error = time.monotonic(), int(time.time() * 1000), None, None
     try:
         with annotator_server(rehearsed, project_root() / ".tmp" / "rehearsal",
-                              done=project_root() / rehearsed.project.data_dir / "annotate" / "metrics.json"):
+                              runs=lambda: _stage_runs(rehearsed.tracking.experiment, since_ms)):
             run = run_in_flow(preset, over, name)
     except BaseException as err:
         error = _one_line(err)

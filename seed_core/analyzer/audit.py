@@ -3,6 +3,7 @@
 Every analyzing round logs, under ``<prefix>/`` (``analysis/`` for the round's own analyses, ``audit/`` for a
 governance panel):
 
+* ``analyses`` = #analyses (the denominator of every share below: the round's, over every process);
 * ``parse_ok_rate`` = #{analyses with a non-empty parsed ``episode_skill``} / #analyses;
 * the failure categories, each a share of all analyses, summing to 1 - parse_ok_rate (``failure_category``):
   ``fail_truncated`` (the answer used the whole ``analyzer_max_new_tokens`` budget and did not parse),
@@ -13,7 +14,8 @@ governance panel):
 
 Teacher coverage and the teacher gap at decision tokens come from the update (``rl/teacher_coverage``,
 ``rl/teacher_gap_decision``, ``seed_core.trainer.rl_step``). ``warn_if_unsound`` prints one warning line when a
-round's parse rate falls below ``PARSE_WARN_BELOW``.
+round's parse rate falls below ``PARSE_WARN_BELOW``, or its parsed skills copy the answer skeleton's placeholder as
+often (``placeholder_share``, ``seed_core.analyzer.parse.skill_metrics``).
 """
 
 from __future__ import annotations
@@ -78,7 +80,8 @@ def audit_metrics(env: Any, annotations: Sequence[AnnotationRecord], records: Se
     """Parse rate, the failure categories and (with a judge) correctness of ``annotations`` (module docstring)."""
     n = max(len(annotations), 1)
     categories = [failure_category(a, max_new_tokens) for a in annotations]
-    out = {f"{prefix}/parse_ok_rate": sum(c is None for c in categories) / n}
+    out = {f"{prefix}/analyses": float(len(annotations)),
+           f"{prefix}/parse_ok_rate": sum(c is None for c in categories) / n}
     out.update({f"{prefix}/fail_{name}": categories.count(name) / n for name in FAILURES})
     out.update(skill_correct_metrics(env, annotations, records, tasks, prefix))
     return out
@@ -125,8 +128,15 @@ def round_skill_sample(cfg: Any, round_path: Path, rows: int) -> list[dict[str, 
 
 
 def warn_if_unsound(metrics: dict[str, float], algorithm: str, round_idx: int, prefix: str = "analysis") -> bool:
-    """One warning line when the round's parse rate is below ``PARSE_WARN_BELOW``; returns whether it warned."""
+    """One warning line when the round's parse rate is below ``PARSE_WARN_BELOW``, or when as many of its parsed
+    skills copied the answer skeleton's placeholder (``<prefix>/placeholder_share``); returns whether it warned."""
     rate = metrics.get(f"{prefix}/parse_ok_rate")
+    copied = metrics.get(f"{prefix}/placeholder_share", 0.0)
+    if rate is not None and rate >= PARSE_WARN_BELOW and copied >= PARSE_WARN_BELOW:
+        log.warning("rl %s round %d: %.0f%% of the analyzer's parsed skills are the answer skeleton's placeholder "
+                    "(at least %.0f%%): its teacher is shown no skill this round; see %s/* in curve.csv", algorithm,
+                    round_idx, 100 * copied, 100 * PARSE_WARN_BELOW, prefix)
+        return True
     if rate is None or rate >= PARSE_WARN_BELOW:
         return False
     worst = max(FAILURES, key=lambda name: metrics.get(f"{prefix}/fail_{name}", 0.0))

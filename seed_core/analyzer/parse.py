@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
+from seed_core.analyzer.prompts import PLACEHOLDER
+
 _FENCED_JSON = re.compile(r"```json\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 
@@ -179,8 +181,14 @@ def parse_analysis(
 
 
 def skill_metrics(skills: list[str], prefix: str) -> dict[str, float]:
-    """``<prefix>/skill_words_mean`` (words per parsed skill, 0 without skills) and ``<prefix>/distinct_skills``
-    (how many different skill texts: 1 of N means the analyzer says the same thing about every episode)."""
+    """``<prefix>/skill_words_mean`` (words per parsed skill, 0 without skills), ``<prefix>/distinct_skills``
+    (how many different skill texts: 1 of N means the analyzer says the same thing about every episode) and
+    ``<prefix>/placeholder_share`` = #{skills that are the answer skeleton's ``PLACEHOLDER``} / #skills (0 without
+    skills): such an answer parses, and the teacher is then shown the word "string" as its skill (a 135M stand-in
+    annotator copied the skeleton in 3 of 4 answers, and the analyzer SFT'd on them copied it too, rehearsal at
+    609a0d8)."""
     words = [len(s.split()) for s in skills]
+    copied = sum(s.strip().lower() == PLACEHOLDER for s in skills)
     return {f"{prefix}/skill_words_mean": sum(words) / len(words) if words else 0.0,
-            f"{prefix}/distinct_skills": float(len(set(skills)))}
+            f"{prefix}/distinct_skills": float(len(set(skills))),
+            f"{prefix}/placeholder_share": copied / len(skills) if skills else 0.0}

@@ -13,6 +13,7 @@ wording it sent.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Sequence
@@ -103,12 +104,18 @@ def _step_constraints(step_skills: bool) -> list[str]:
     ]
 
 
+PLACEHOLDER = "string"
+"""The value every field of the answer skeleton shows; an analysis whose skill is this text copied the skeleton
+(``seed_core.analyzer.parse.skill_metrics`` counts them)."""
+
+
 def _skeleton(max_step_skills: int) -> str:
-    step_skills = '{"0": "string", "2": "string"}' if max_step_skills > 0 else "{}"
+    value = json.dumps(PLACEHOLDER)
+    step_skills = f'{{"0": {value}, "2": {value}}}' if max_step_skills > 0 else "{}"
     return "\n".join([
         "{",
-        '  "episode_summary": "string",',
-        '  "episode_skill": "string",',
+        f'  "episode_summary": {value},',
+        f'  "episode_skill": {value},',
         f'  "step_skills": {step_skills}',
         "}",
     ])

@@ -315,6 +315,7 @@ def _update(state: RoundState, samples: Any, init_checkpoint: Path) -> None:
     # every process plays its shard of tasks; the round's records are the union over processes
     state.records = state.comm.gather_lists(state.records)
     state.annotations = state.comm.gather_lists(state.annotations)
+    rl_analyzer.audit(state)  # the round's analyses, all processes' (analysis/*)
     metrics.update(rollout_metrics(state.records, "rollout"))
     metrics["rl/tokens_per_s"] = metrics.get("rollout/response_tokens", 0.0) / max(metrics["time/round_s"], 1e-9)
     rl_analyzer.after_update(state, init_checkpoint)  # the analyzer's governance step (ema, gated, anchored)

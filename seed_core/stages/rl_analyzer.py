@@ -1,9 +1,10 @@
 """The analyze phase of an RL round and the analyzer's governance around the update (issue 39).
 
-``analyze``: the algorithm's analyzer writes an episode skill for each trajectory, and the round's analyses are
-audited (``seed_core.analyzer.audit``: ``analysis/*``, one warning line when the parse rate is low). Who analyzes
-is the algorithm's record: no one, the environment's oracle, the Stage-1 client, or the policy's own weights under
-one governance mode (``seed_core.analyzer.governance``: live, frozen, ema, gated, anchored).
+``analyze``: the algorithm's analyzer writes an episode skill for each trajectory this process played; ``audit``,
+once every process's analyses are gathered, audits the round's (``seed_core.analyzer.audit``: ``analysis/*``, one
+warning line when the parse rate is low). Who analyzes is the algorithm's record: no one, the environment's oracle,
+the Stage-1 client, or the policy's own weights under one governance mode (``seed_core.analyzer.governance``: live,
+frozen, ema, gated, anchored).
 
 Around the update (``before_update`` / ``after_update``): ``anchored`` scores each trajectory's skill gain under
 pi_old before the update and takes its anchor step after it; ``ema`` moves its weights toward the updated policy;
@@ -121,8 +122,8 @@ def _audit(state: Any, model: torch.nn.Module) -> dict[str, float]:
 
 
 def analyze(state: Any, analyzer_checkpoint: Path | None, init_checkpoint: Path) -> None:
-    """The round's analyses by the algorithm's analyzer, then their audit (module docstring)."""
-    cfg, algorithm, metrics = state.cfg, state.algorithm, state.metrics
+    """This process's analyses by the algorithm's analyzer (module docstring); ``audit`` grades the round's."""
+    cfg, algorithm = state.cfg, state.algorithm
     t0 = time.perf_counter()
     if algorithm.analyzer is not None:
         frozen, backend = None, state.backend  # only the ``checkpoint`` analyzer reads rl.analyzer_checkpoint
@@ -134,15 +135,28 @@ def analyze(state: Any, analyzer_checkpoint: Path | None, init_checkpoint: Path)
         # ``annotate``: the Stage-1 analyzer (OPID's external LLM; the offline ``oracle`` by default)
         client_name = cfg.annotate.client if algorithm.analyzer == "annotate" else algorithm.analyzer
         client = CLIENTS.get(client_name)(cfg, env=state.env, backend=backend, checkpoint=frozen)
-        state.annotations = annotations = annotate_trajectories(
+        state.annotations = annotate_trajectories(
             group_by_trajectory(state.records), {t.task_id: t for t in state.tasks}, client,
             parse_attempts=cfg.annotate.parse_attempts, policy_version=state.version, env=state.env,
             max_step_skills=cfg.rl.max_step_skills if algorithm.step_skills else 0)
-        metrics.update(audit_metrics(state.env, annotations, state.records, {t.task_id: t for t in state.tasks},
-                                     token_budget(cfg, algorithm), "analysis"))
-        metrics.update(skill_metrics([a.episode_skill for a in annotations if a.ok], "analysis"))
-        warn_if_unsound(metrics, cfg.rl.algorithm, state.round_idx)
-    metrics["time/analysis_s"] = time.perf_counter() - t0
+    state.metrics["time/analysis_s"] = time.perf_counter() - t0
+
+
+def audit(state: Any) -> None:
+    """The round's ``analysis/*`` audit over every process's analyses: called once ``state.records`` and
+    ``state.annotations`` are gathered (each process analyzes only the trajectories it played, so a rank's own
+    share would describe 1/world of the round; the rehearsal at 609a0d8 logged rank 1's 0% beside rank 0's 100%).
+    The warning line is the main process's."""
+    cfg, algorithm = state.cfg, state.algorithm
+    if algorithm.analyzer is None:
+        return
+    annotations = state.annotations
+    state.metrics.update(audit_metrics(state.env, annotations, state.records,
+                                       {t.task_id: t for t in state.all_tasks}, token_budget(cfg, algorithm),
+                                       "analysis"))
+    state.metrics.update(skill_metrics([a.episode_skill for a in annotations if a.ok], "analysis"))
+    if state.accelerator.is_main_process:
+        warn_if_unsound(state.metrics, cfg.rl.algorithm, state.round_idx)
 
 
 def before_update(state: Any, samples: Any) -> None:

@@ -93,3 +93,16 @@ def test_rl_launch_runs_every_round_in_one_launch(tiny_model_dir, tmp_path, laun
     assert rl_round.fn(cfg, 1, tiny_model_dir, tmp_path / "rl", NullTracker()) == json.loads(
         (tmp_path / "rl" / "round_001" / "metrics.json").read_text())
     assert len(launches) == 1
+
+
+@pytest.mark.timeout(600)
+def test_a_launched_rounds_analysis_audit_covers_every_process(tiny_model_dir, tmp_path, launches):
+    """Each process analyzes the trajectories it played; the round's ``analysis/*`` are over both processes' (the
+    ALFWorld rehearsal at 609a0d8 logged rank 0's 100% beside rank 1's 0%, and its curve kept rank 0's)."""
+    from tasks.rl import rl_round
+
+    cfg = launched_cfg(tmp_path, tiny_model_dir, **{"rl.algorithm": "seed_oracle"})
+    metrics = rl_round.fn(cfg, 0, tiny_model_dir, tmp_path / "rl", NullTracker())
+    assert len(launches) == 1
+    assert metrics["analysis/analyses"] == 4.0  # 2 tasks x group 2, one task per process
+    assert metrics["analysis/parse_ok_rate"] == 1.0 and metrics["analysis/placeholder_share"] == 0.0

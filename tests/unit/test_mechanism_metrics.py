@@ -38,8 +38,10 @@ def test_pooled_gap_is_the_exact_token_mean_over_micro_batches():
 
 def test_skill_metrics_count_words_and_distinct_texts():
     out = skill_metrics(["use 2+10", "use 2+10", "avoid = early now"], "analysis")
-    assert out == {"analysis/skill_words_mean": pytest.approx(8 / 3), "analysis/distinct_skills": 2.0}
-    assert skill_metrics([], "annotate") == {"annotate/skill_words_mean": 0.0, "annotate/distinct_skills": 0.0}
+    assert out == {"analysis/skill_words_mean": pytest.approx(8 / 3), "analysis/distinct_skills": 2.0,
+                   "analysis/placeholder_share": 0.0}
+    assert skill_metrics([], "annotate") == {"annotate/skill_words_mean": 0.0, "annotate/distinct_skills": 0.0,
+                                             "annotate/placeholder_share": 0.0}
 
 
 def test_the_control_skill_comes_from_another_task():

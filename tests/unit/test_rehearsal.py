@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -112,12 +113,22 @@ def test_presets_that_differ_only_in_what_the_rehearsal_replaces_share_a_setting
     assert digest("alfworld-qwen2.5-3b") != digest("alfworld-qwen2.5-3b", **{"rl.lr": 2e-6})
 
 
-def test_the_annotator_stops_once_the_annotate_stage_has_written_its_metrics(tmp_path: Path) -> None:
-    """An older ``metrics.json`` (a previous run's) does not stop it; one written during the run does; a finished
-    run ends the watch without stopping anything twice."""
-    import os
+@pytest.mark.parametrize("runs, over", [
+    ({}, False),  # dvc exp run's stash and reapply (which rewrites git-tracked metrics files): no stage yet
+    ({"prepare_model": {"status": "FINISHED"}, "collect": {"status": "RUNNING"}}, False),
+    ({"collect": {"status": "FINISHED"}, "annotate": {"status": "RUNNING"}}, False),
+    ({"collect": {"status": "FINISHED"}, "annotate": {"status": "FINISHED"}}, True),
+    ({"annotate": {"status": "FAILED"}}, True),
+    ({"rl-grpo": {"status": "RUNNING"}}, True),  # a twin: annotate restored from DVC's run cache
+])
+def test_the_pipeline_is_past_annotate_only_once_its_run_ended_or_a_later_stage_began(runs: dict, over: bool) -> None:
+    assert rehearsal.annotate_over(runs) is over
+
+
+def test_the_annotator_stops_once_the_pipeline_is_past_annotate(tmp_path: Path) -> None:
+    """Not before (a failed read of the runs counts as not yet), exactly once after; a finished run ends the watch
+    without stopping anything twice."""
     import threading
-    import time
 
     class Engine:
         stops = 0
@@ -125,17 +136,23 @@ def test_the_annotator_stops_once_the_annotate_stage_has_written_its_metrics(tmp
         def stop(self) -> None:
             Engine.stops += 1
 
-    done = tmp_path / "metrics.json"
-    done.write_text("{}")
-    os.utime(done, (1.0, 1.0))
+    seen: list[dict] = [{"annotate": {"status": "RUNNING"}}]
+
+    def runs() -> dict:
+        if not seen:
+            raise RuntimeError("database is locked")
+        return seen[-1]
+
     finished = threading.Event()
-    watcher = rehearsal.stop_when_written(Engine(), done, time.time() - 1, finished, poll_s=0.01)
+    watcher = rehearsal.stop_after_annotate(Engine(), runs, finished, poll_s=0.01)
+    time.sleep(0.1)
+    seen.clear()
     time.sleep(0.1)
     assert Engine.stops == 0 and watcher.is_alive()
-    done.write_text("{}")
+    seen.append({"annotate": {"status": "FINISHED"}})
     watcher.join(2.0)
     assert Engine.stops == 1 and not watcher.is_alive()
-    quiet = rehearsal.stop_when_written(Engine(), tmp_path / "never.json", time.time(), finished, poll_s=0.01)
+    quiet = rehearsal.stop_after_annotate(Engine(), lambda: {}, finished, poll_s=0.01)
     finished.set()
     quiet.join(2.0)
     assert not quiet.is_alive() and Engine.stops == 1

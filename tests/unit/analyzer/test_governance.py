@@ -155,6 +155,7 @@ def test_the_audit_shares_add_up_and_a_low_parse_rate_warns_once(caplog) -> None
     notes = [_note(True), _note(False, "no JSON object found", tokens=16), _note(False, "empty answer"),
              _note(False, "no JSON object found")]
     m = audit_metrics(None, notes, [], {}, 16, "analysis")
+    assert m["analysis/analyses"] == 4.0  # the denominator, so a rank's share is told from the round's
     assert m["analysis/parse_ok_rate"] == 0.25 and m["analysis/fail_truncated"] == 0.25
     assert m["analysis/fail_invalid_json"] == 0.25 and m["analysis/fail_call"] == 0.25
     assert sum(v for k, v in m.items() if k.startswith("analysis/fail_")) + m["analysis/parse_ok_rate"] == 1.0
@@ -163,3 +164,22 @@ def test_the_audit_shares_add_up_and_a_low_parse_rate_warns_once(caplog) -> None
         assert warn_if_unsound({"analysis/parse_ok_rate": 0.5}, "seed", 8) is False
     lines = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(lines) == 1 and "round 7" in lines[0] and "25%" in lines[0]
+
+
+def test_skills_that_copy_the_answer_skeleton_parse_but_warn(caplog) -> None:
+    """The ALFWorld rehearsal at 609a0d8: the analyzer answered the skeleton itself, which parses with the skill
+    "string" (its parse rate read 1.0 and its teacher re-scored with "string")."""
+    from seed_core.analyzer.audit import warn_if_unsound
+    from seed_core.analyzer.parse import parse_analysis, skill_metrics
+    from seed_core.analyzer.prompts import _skeleton
+
+    copied = parse_analysis(_skeleton(0)).episode_skill
+    assert copied == "string"
+    m = skill_metrics([copied, "String ", "open the drawer first", copied], "analysis")
+    assert m["analysis/placeholder_share"] == 0.75 and m["analysis/distinct_skills"] == 3.0
+    assert skill_metrics([], "annotate")["annotate/placeholder_share"] == 0.0
+    with caplog.at_level("WARNING"):
+        assert warn_if_unsound({"analysis/parse_ok_rate": 1.0, **m}, "seed_static", 0) is True
+        assert warn_if_unsound({"analysis/parse_ok_rate": 1.0, "analysis/placeholder_share": 0.25}, "seed", 1) is False
+    lines = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(lines) == 1 and "75%" in lines[0] and "placeholder" in lines[0]
