@@ -19,10 +19,11 @@ def _on_reference_cpu() -> bool:
     import json
     from pathlib import Path
 
+    from seed_app.cli_doctor import same_cpu
     from seed_core.repro import golden, numerics
 
     records = json.loads((Path(__file__).resolve().parents[3] / golden.RESULTS).read_text())["machines"]
-    return numerics.cpu()["cpu_model"] == records[0]["cpu_model"]
+    return same_cpu(numerics.cpu(), records[0])
 
 
 def _backend(tiny_policy):
