@@ -214,3 +214,50 @@ def test_only_a_record_written_at_the_clones_commit_is_copied(tmp_path: Path, mo
     written = json.loads((ours / campaign.RESULTS).read_text())["presets"]["p"]
     assert written["commit"] == head and written["earlier_runs"] == [{"commit": "0000000", "passed": False}]
     assert campaign.copy_record(clone, "p", ["q"])["same_settings_as"] == ["q"]
+
+
+# benchmarks/engine_memory.py: which engine a sample belongs to, and what it sums (here for the same reason).
+_spec = importlib.util.spec_from_file_location("engine_memory", ROOT / "benchmarks" / "engine_memory.py")
+engine_memory = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(engine_memory)
+
+
+class _Proc:
+    def __init__(self, *args: str, parents: tuple["_Proc", ...] = ()) -> None:
+        self.args, self._parents = list(args), list(parents)
+
+    def cmdline(self) -> list[str]:
+        return self.args
+
+    def parents(self) -> list["_Proc"]:
+        return self._parents
+
+
+def test_an_engine_is_attributed_to_the_stage_that_launched_it_or_to_the_rehearsals_annotator() -> None:
+    seed = _Proc("/x/.venv/bin/python3", "/x/.venv/bin/seed", "run", "--preset", "p.yaml", "--rehearse")
+    dvc = _Proc("/x/.venv/bin/python3", "/x/.venv/bin/dvc", "exp", "run", parents=(seed,))
+    launch = _Proc("/x/.venv/bin/python", "-m", "accelerate.commands.launch", parents=(dvc, seed))
+    rank = _Proc("/x/.venv/bin/python3", "-u", "-m", "seed_core.stages.rl", "--config", "params.yaml",
+                 parents=(launch, dvc, seed))
+    assert engine_memory.role(_Proc("worker", parents=(rank, *rank.parents()))) == "seed_core.stages.rl"
+    assert engine_memory.role(_Proc("worker", parents=(seed,))) == "annotator-stand-in"
+    warm = _Proc("/x/.venv/bin/python3", "-m", "flows.warm", "--serve", "/tmp/s.sock", parents=(seed,))
+    fork = _Proc(*warm.args, parents=(warm, seed))  # an evaluation forked from the server, below `seed run` too
+    assert engine_memory.role(_Proc("worker", parents=(fork, warm, seed))) == "forked-stage"
+    assert engine_memory.role(_Proc("worker", parents=(_Proc("bash"),))) == "other"
+    assert engine_memory.preset(_Proc("worker", parents=(fork, warm, seed))) == "p"
+    assert engine_memory.preset(_Proc("worker", parents=(_Proc("bash"),))) == ""
+
+
+def test_an_engine_trees_memory_sums_its_processes_and_shared_pages_count_less_in_pss() -> None:
+    import psutil
+
+    me = psutil.Process()
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        tree, alone = engine_memory.tree_memory(me), me.memory_full_info()
+        assert tree["rss"] > alone.rss and tree["uss"] > alone.uss  # the child counted too
+        assert 0 < tree["uss"] <= tree["pss"] <= tree["rss"]
+    finally:
+        child.kill()
+        child.wait()
