@@ -131,3 +131,18 @@ def test_check_names_a_stale_page_and_writes_nothing(monkeypatch: pytest.MonkeyP
     assert render_docs.main(["--check"]) == 1
     assert "docs/results.md differs from its render" in capsys.readouterr().err
     assert (ROOT / "docs" / "results.md").read_text() == before
+
+
+def test_gpu_pages_engine_figures_are_the_measured_ones() -> None:
+    """docs/gpu.md is written by hand, but its engine memory and start figures are the committed measurements
+    (``benchmarks/engine_memory.py``, ``benchmarks/vllm_cpu_startup.py``) rounded as the page states them: a new
+    measurement that moves one fails here until the page follows."""
+    import json
+
+    page = (ROOT / "docs" / "gpu.md").read_text()
+    results = ROOT / "benchmarks" / "results"
+    roles = json.loads((results / "engine_memory_rehearsal.json").read_text())["roles"]
+    starts = json.loads((results / "vllm_cpu_startup.json").read_text())["variants"]["seed_cpu_engine_env"]["starts"]
+    assert f"so its ~{roles['annotator-stand-in']['uss_gib_max_per_engine']:.1f} GiB" in page
+    assert f"(~{roles['seed_core.stages.rl']['pss_gib_max_per_engine']:.1f} GiB for SmolLM2 with 1 GiB of KV" in page
+    assert f"(~{round(starts['another_directory']['startup_s'], -1):.0f} s on 2 cores with the compile cache warm" in page
