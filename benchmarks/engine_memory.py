@@ -46,7 +46,8 @@ GIB = 1024 ** 3
 def role(supervisor: psutil.Process) -> str:
     """``annotator-stand-in`` when ``seed run`` itself launched the engine; else the launching stage's module
     (``seed_core.stages.rl``: each launched rank starts its own engine); else ``forked-stage`` for a stage forked
-    from ``flows.warm`` (collect, evaluate: a fork keeps the server's command line); else ``other``."""
+    from ``flows.warm`` (collect, evaluate: a fork keeps the server's command line); else ``other`` (a supervisor
+    whose launcher has exited: it is shutting down, a few MiB)."""
     ancestors = supervisor.parents()
     if ancestors and _is_seed_run(ancestors[0].cmdline()):
         return "annotator-stand-in"
