@@ -33,7 +33,7 @@ from seed_core.analyzer.audit import skill_correct_metrics
 from seed_core.analyzer.cache import AnnotationCache, analyzer_identity, answered, is_final, trajectory_key
 from seed_core.analyzer.clients import AnalyzerSetupError, CLIENTS
 from seed_core.analyzer.parse import skill_metrics
-from seed_core.analyzer.prompts import PROMPT_VERSION, registry_prompts, registry_tags
+from seed_core.analyzer.prompts import PLACEHOLDER, PROMPT_VERSION, registry_prompts, registry_tags
 from seed_core.config import ConfigError, SeedConfig
 from seed_core.data_gen.task_sets import read_tasks
 from seed_core.envs import make_env
@@ -42,7 +42,7 @@ from seed_core.repro.numerics import write_resolved
 from seed_core.rollout.collector import group_by_trajectory
 from seed_core.runtime.io import DataFileError, KnownError, atomic_write_text, read_records, write_json, write_records
 from seed_core.runtime.logs import Progress
-from seed_core.skills.static import Note, aggregate, token_counter
+from seed_core.skills.static import Note, aggregate, token_counter, type_statements
 from seed_core.tracing import traced_llm_calls, use_prompts
 from seed_core.tracking import NullTracker, Tracker
 from seed_core.types import AnnotationRecord, StepRecord, Task
@@ -149,12 +149,25 @@ def write_static_library(cfg: SeedConfig, annotations: list[AnnotationRecord],
     sizes = {t: count(library.skill_for(t)) for t in library.mapping}
     log.info("static skill library: %d task type(s), tokens per type %s (budget %d, counted by %s)",
              len(sizes), sizes, cfg.annotate.static_skill_tokens, counted_by)
-    empty = sorted(t for t, n in sizes.items() if not n and grouped.get(t))
-    if empty:
-        log.warning("static skill library: no type-level statement of %s fits annotate.static_skill_tokens = %d "
-                    "(their '*' rows play without a skill); raise it", ", ".join(empty),
-                    cfg.annotate.static_skill_tokens)
+    for task_type in sorted(t for t, n in sizes.items() if not n and grouped.get(t)):
+        log.warning(empty_type_line(task_type, grouped[task_type], cfg.annotate.static_skill_tokens))
     return library.write(out)
+
+
+def empty_type_line(task_type: str, notes: list[Note], budget: int) -> str:
+    """Why ``task_type``'s library entry is empty, in one line that names the fix: its parsed skills hold no
+    type-level statement at all (each under 3 words, e.g. the answer skeleton's placeholder ``"string"``, or
+    naming one instance: no budget helps, the annotations do), or none of the statements they hold fits
+    ``annotate.static_skill_tokens`` (raise it)."""
+    found = len(type_statements(notes))
+    if found:
+        return (f"static skill library: none of the {found} type-level statement(s) of {task_type} fits "
+                f"annotate.static_skill_tokens = {budget} (its '*' rows play without a skill); raise it")
+    copied = sum(n.skill.strip().lower() == PLACEHOLDER for n in notes)  # as skill_metrics counts
+    return (f"static skill library: the {len(notes)} parsed skill(s) of {task_type} hold no type-level statement "
+            f"({copied} the answer skeleton's placeholder; the rest under 3 words or naming one "
+            f"instance), so its '*' rows play without a skill whatever annotate.static_skill_tokens is; read the "
+            f"annotator's answers in data/annotate/annotations.parquet")
 
 
 class FailFast:

@@ -190,6 +190,27 @@ def test_no_library_entry_names_one_instances_values(tmp_path, tiny_model_dir):
     assert text.startswith("- Workflow: first check")  # workflow (successful episodes) first, then the pitfalls
 
 
+def test_an_empty_library_entry_says_whether_a_budget_or_the_annotations_emptied_it(tmp_path, tiny_model_dir,
+                                                                                     caplog):
+    """A type whose skills hold statements that do not fit the budget is told to raise it; a type whose skills
+    hold none (the skeleton's placeholder "string", as every rehearsal's stand-in annotator wrote, or under 3
+    words) is told that no budget helps and where the annotations are, with how many copied the placeholder."""
+    from seed_core.skills.static import Note
+    from seed_core.stages.annotate import empty_type_line
+
+    copied = [Note("string", "t1"), Note(" String ", "t2"), Note("Go north.", "t3")]
+    line = empty_type_line("clean", copied, 512)
+    assert "the 3 parsed skill(s) of clean hold no type-level statement (2 the answer skeleton's placeholder" in line
+    assert "raise it" not in line and "data/annotate/annotations.parquet" in line
+    real = [Note("Always open the drawer before you look for the key.", "t1")]
+    assert empty_type_line("clean", real, 4) == (
+        "static skill library: none of the 1 type-level statement(s) of clean fits annotate.static_skill_tokens = 4 "
+        "(its '*' rows play without a skill); raise it")
+    with caplog.at_level("WARNING", logger="seed_core.stages.annotate"):
+        _played("ezpoints", 6, 0.4, tmp_path, tiny_model_dir, 1)
+    assert "type-level statement(s) of ezpoints fits annotate.static_skill_tokens = 1" in caplog.text
+
+
 def test_instance_values_are_summarized_or_dropped_by_the_hook_and_the_generic_filters():
     """Per-env hook: values become type-level phrases, a list of cut values goes, one left in a formula or quote
     drops the statement; generic: step references go, a number that is not in every prompt, a name from the
