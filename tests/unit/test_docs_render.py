@@ -145,4 +145,5 @@ def test_gpu_pages_engine_figures_are_the_measured_ones() -> None:
     starts = json.loads((results / "vllm_cpu_startup.json").read_text())["variants"]["seed_cpu_engine_env"]["starts"]
     assert f"so its ~{roles['annotator-stand-in']['uss_gib_max_per_engine']:.1f} GiB" in page
     assert f"(~{roles['seed_core.stages.rl']['pss_gib_max_per_engine']:.1f} GiB for SmolLM2 with 1 GiB of KV" in page
-    assert f"(~{round(starts['another_directory']['startup_s'], -1):.0f} s on 2 cores with the compile cache warm" in page
+    switch = round(starts["another_directory"]["startup_s"], -1)
+    assert f"(~{switch:.0f} s on 2 cores with the compile cache warm" in page

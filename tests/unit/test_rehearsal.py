@@ -255,7 +255,8 @@ def test_an_engine_trees_memory_sums_its_processes_and_shared_pages_count_less_i
     me = psutil.Process()
     child = subprocess.Popen(["sleep", "30"])
     try:
-        tree, alone = engine_memory.tree_memory(me), me.memory_full_info()
+        alone = me.memory_full_info()
+        tree = engine_memory.tree_memory(me)
         assert tree["rss"] > alone.rss and tree["uss"] > alone.uss  # the child counted too
         assert 0 < tree["uss"] <= tree["pss"] <= tree["rss"]
     finally:
