@@ -200,7 +200,7 @@ def annotator_server(cfg: SeedConfig, log_dir: Path,
     supervisor, CPU scheduler flags, port picking and ``Engine`` for health and stopping."""
     from seed_core.runtime.endpoints import models_root
     from seed_core.modeling.builders import prepare_smollm2
-    from seed_core.rollout.vllm_engine import Engine, free_port, resolve_python
+    from seed_core.rollout.vllm_engine import Engine, free_port, ipc_directory, resolve_python
     from seed_core.rollout.vllm_launch import CPU_ENGINE_ENV, cpu_scheduler_args
 
     model, python = prepare_smollm2(models_root() / SMOLLM2), resolve_python(cfg.generation.vllm)
@@ -213,12 +213,14 @@ def annotator_server(cfg: SeedConfig, log_dir: Path,
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", KV_SPACE: os.environ.get(KV_SPACE) or "1"}
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"annotator-{port}.log"
+    if ipc_dir := ipc_directory(log_dir, 0):  # its ZeroMQ sockets, removed by engine.stop()
+        env.setdefault("VLLM_RPC_BASE_PATH", str(ipc_dir))
     with open(log_path, "ab") as log:  # the supervisor stops the server when this process is gone (even SIGKILL)
         process = subprocess.Popen([str(python), str(supervisor), "--parent-pid", str(os.getpid()), "--", *command],
                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                    start_new_session=True)
     engine = Engine(f"http://127.0.0.1:{port}", model, model_name=SMOLLM2, process=process, log_path=log_path,
-                    api_key=key)
+                    api_key=key, ipc_dir=ipc_dir)
     before = {k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
     finished = threading.Event()
     try:

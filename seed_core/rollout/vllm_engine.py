@@ -7,7 +7,9 @@ engine is a child process ``<vllm python> -m vllm.entrypoints.openai.api_server`
 ``VLLM_API_KEY``, off the command line; vLLM leaves the dev-mode routes unauthenticated, so those rely on
 the loopback bind, and a non-loopback host logs a warning), wrapped by ``vllm_worker.py``'s supervisor (the
 engine stops when this process dies), in its own process group that ``Engine.stop`` signals by id. Its log
-goes to a temp directory, named in every error.
+goes to a temp directory, named in every error. vLLM's ZeroMQ sockets (``VLLM_RPC_BASE_PATH``, else the system
+temp directory, where a stopped vLLM leaves about eight socket files per engine) go to an ``ipc*`` directory of
+the engine's own that ``Engine.stop`` removes.
 
 Weight sync (how an engine comes to serve ``policy.source``): **in-place reload from the checkpoint
 directory over ``POST /collective_rpc``** (vLLM dev mode), then ``POST /reset_prefix_cache`` so no KV
@@ -160,16 +162,20 @@ class LaunchSpec:
                 "--logprobs-mode", "processed_logprobs",  # after temperature/top-k/top-p, as Completion says
                 "--worker-extension-cls", EXTENSION_CLASS, "--disable-uvicorn-access-log", *self.extra_args]
 
-    def environment(self, extension_dir: Path, api_key: str | None = None) -> dict[str, str]:
+    def environment(self, extension_dir: Path, api_key: str | None = None,
+                    ipc_dir: Path | None = None) -> dict[str, str]:
         """The engine's environment; ``api_key`` goes in ``VLLM_API_KEY``, which vLLM's api_server reads as
         ``--api-key`` when that flag is absent (never on the command line, which ``ps`` and the engine log show).
-        An engine on a non-loopback host must have one."""
+        An engine on a non-loopback host must have one. ``ipc_dir`` becomes ``VLLM_RPC_BASE_PATH`` (where vLLM
+        binds its ZeroMQ sockets) unless the environment names one."""
         if not api_key and not is_loopback(self.host):
             raise EngineError(f"generation.vllm.host = {self.host!r} is reachable from other machines, so the "
                               "engine must be started with an API key (seed generates one per engine)")
         env = {**dict(self.env), **{k: v for k, v in os.environ.items() if k != "VLLM_API_KEY"}}
         if api_key:
             env["VLLM_API_KEY"] = api_key
+        if ipc_dir is not None:
+            env.setdefault("VLLM_RPC_BASE_PATH", str(ipc_dir))
         env.update({"VLLM_SERVER_DEV_MODE": "1", "PYTHONUNBUFFERED": "1", "VLLM_NO_USAGE_STATS": "1",
                     "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                     "PYTHONPATH": os.pathsep.join(p for p in (str(extension_dir), env.get("PYTHONPATH")) if p)})
@@ -186,7 +192,7 @@ class Engine:
     def __init__(self, url: str, source: Path | None, *, model_name: str = SERVED_NAME,
                  process: subprocess.Popen[bytes] | None = None, log_path: Path | None = None,
                  reload_method: str = "seed_reload_weights", backoff_s: float | None = None,
-                 max_connections: int = 256, api_key: str | None = None) -> None:
+                 max_connections: int = 256, api_key: str | None = None, ipc_dir: Path | None = None) -> None:
         import httpx
 
         self.url = url.rstrip("/")
@@ -194,6 +200,8 @@ class Engine:
         self.model_name = model_name
         self.process = process
         self.log_path = log_path
+        self.ipc_dir = ipc_dir
+        """The directory of the engine's ZeroMQ sockets, removed by ``stop`` (``None``: vLLM's default place)."""
         self.reload_method = reload_method
         self.backoff_s = BACKOFF_S if backoff_s is None else backoff_s
         self.last_sync: dict[str, Any] = {}
@@ -221,15 +229,16 @@ class Engine:
                         "/reset_prefix_cache) have no authentication, so use it on a trusted network only",
                         spec.host)
         log_path = log_dir / f"engine{index}-port{port}.log"
+        ipc_dir = ipc_directory(log_dir, index)
         command = [str(spec.python), str(ext_dir / f"{EXTENSION_MODULE}.py"), "--parent-pid", str(os.getpid()),
                    "--", *spec.command(port)]
         with open(log_path, "ab") as log:
             log.write(f"$ {' '.join(command)}\n".encode())
             log.flush()
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       env=spec.environment(ext_dir, api_key), start_new_session=True)
+                                       env=spec.environment(ext_dir, api_key, ipc_dir), start_new_session=True)
         engine = cls(f"http://{connect_host(spec.host)}:{port}", spec.model, process=process, log_path=log_path,
-                     api_key=api_key)
+                     api_key=api_key, ipc_dir=ipc_dir)
         _LAUNCHED[process.pid] = engine
         try:
             engine.wait_healthy(spec.startup_timeout_s)
@@ -259,7 +268,8 @@ class Engine:
         return self.process is None or self.process.poll() is None
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        """SIGTERM the engine's process group (by its id), SIGKILL what is left after ``grace_s``; idempotent."""
+        """SIGTERM the engine's process group (by its id), SIGKILL what is left after ``grace_s``, then remove its
+        socket directory; idempotent."""
         self._http.close()
         process, self.process = self.process, None
         if process is None:
@@ -277,6 +287,8 @@ class Engine:
             if not _group_exists(process.pid):
                 break
         process.poll()
+        if self.ipc_dir is not None:
+            shutil.rmtree(self.ipc_dir, ignore_errors=True)
 
     # -------------------------------------------------------------------- requests
 
@@ -450,6 +462,18 @@ def _stop_launched() -> None:
 
 
 atexit.register(_stop_launched)
+
+
+SOCKET_PATH_MAX = 107
+"""The longest path a Unix socket can bind on Linux (``sun_path`` holds 108 bytes with the terminating NUL)."""
+
+
+def ipc_directory(log_dir: Path, index: int) -> Path | None:
+    """A new directory for engine ``index``'s ZeroMQ sockets inside ``log_dir``, or ``None`` (vLLM's default
+    place) when a socket path there (``<dir>/<uuid4>``, 37 characters more) would pass ``SOCKET_PATH_MAX``."""
+    if len(str(log_dir.resolve())) + len(f"/ipc{index}-xxxxxxxx") + 37 > SOCKET_PATH_MAX:
+        return None
+    return Path(tempfile.mkdtemp(prefix=f"ipc{index}-", dir=log_dir))
 
 
 def launch_group(specs: list[LaunchSpec], log_dir: Path | None = None) -> list[Engine]:

@@ -174,3 +174,5 @@ def test_frozen_tiny_qwen2_gets_its_own_engine_and_matches_hf(smollm2: Path, poo
     greedy_parity(vllm, hf)
     engine = pool.get(vllm.pool_key(), lambda: []).engines[0]
     assert vllm.pool_key().startswith("frozen:") and all(e.url != engine.url for e in policy_engine)
+    # vLLM bound its ZeroMQ sockets in the engine's own directory (VLLM_RPC_BASE_PATH), which stop() removes
+    assert engine.ipc_dir is not None and any(p.is_socket() for p in engine.ipc_dir.iterdir())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -266,6 +267,35 @@ def test_launch_command_pins_the_sampling_semantics(tmp_path: Path) -> None:
     env = spec.environment(tmp_path)
     assert env["CUDA_VISIBLE_DEVICES"] == "2,3" and env["VLLM_SERVER_DEV_MODE"] == "1"
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path)
+
+
+def test_an_engine_s_sockets_go_to_its_own_directory_and_go_with_it(tmp_path: Path, monkeypatch) -> None:
+    """vLLM binds ~8 ZeroMQ sockets in ``VLLM_RPC_BASE_PATH`` (default: the system temp directory) and leaves
+    them there when stopped; each engine gets a directory of its own in its log directory, removed by ``stop``
+    (tests/vllm/test_vllm_real.py checks that a real engine binds there)."""
+    import socket
+    import tempfile
+
+    monkeypatch.delenv("VLLM_RPC_BASE_PATH", raising=False)
+    spec = LaunchSpec(python=Path("/py"), model=tmp_path, dtype="float32", tensor_parallel_size=1,
+                      gpu_memory_utilization=0.4, max_model_len=1024, startup_timeout_s=1)
+    log_dir = Path(tempfile.mkdtemp(prefix="seed-vllm-"))  # short, as launch_group's; pytest's tmp_path may not be
+    try:
+        ipc = vllm_engine.ipc_directory(log_dir, 3)
+        assert ipc is not None and ipc.parent == log_dir and ipc.name.startswith("ipc3-")
+        assert spec.environment(tmp_path, ipc_dir=ipc)["VLLM_RPC_BASE_PATH"] == str(ipc)
+        monkeypatch.setenv("VLLM_RPC_BASE_PATH", "/theirs")  # a path the user exported wins
+        assert spec.environment(tmp_path, ipc_dir=ipc)["VLLM_RPC_BASE_PATH"] == "/theirs"
+        bound = socket.socket(socket.AF_UNIX)
+        bound.bind(str(ipc / "0b1e8c2a-live-socket"))
+        process = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        Engine("http://127.0.0.1:9", tmp_path, process=process, ipc_dir=ipc).stop(grace_s=5)
+        bound.close()
+        assert process.poll() is not None and not ipc.exists() and log_dir.exists()
+    finally:
+        shutil.rmtree(log_dir, ignore_errors=True)
+    # a socket path past Linux's 107 bytes cannot bind: such a log directory leaves vLLM its default place
+    assert vllm_engine.ipc_directory(tmp_path / ("x" * 80), 0) is None
 
 
 def test_supervisor_stops_the_engine_when_its_parent_is_gone() -> None:
