@@ -10,8 +10,11 @@ one clone at commit ``C`` that every session runs in. This script:
   ``.venv``, ``.venv-vllm`` and ``models/smollm2-135m-instruct`` into it (the clone's DVC cache and MLflow store stay
   its own, so a second session continues where the first stopped);
 - orders the presets so that those with the same ``settings_digest`` (after the rehearsal's replacements the
-  1.5B and 3B ALFWorld presets compute the same thing) run one after another: the second reruns only what DVC's
-  run cache cannot restore, and its record names the stages it ran;
+  1.5B and 3B ALFWorld presets compute the same thing) run one after another: DVC finds the first one's stages up
+  to date in the clone's workspace and skips them, and the second's record names the stages it ran. Its *run
+  cache* restores none of them: DVC saves no run-cache entry for a stage with a ``cache: false`` output, and every
+  pipeline stage from ``collect`` on has one (the git-tracked ``resolved_config.json``). So a preset rerun after
+  another preset ran in the clone (a failed one, say) runs every stage again;
 - skips a preset whose record in this checkout's ``benchmarks/results/preset_rehearsal.json`` already passed at
   ``C``; runs the others one at a time (never beside each other: two rehearsals on 24 GB ran out of memory), each
   with its own log in ``DIR/logs``, and copies each record into this checkout's results file as soon as it is
@@ -93,7 +96,7 @@ def merged(old: dict | None, new: dict) -> dict:
 def copy_record(clone: Path, preset: str, twins: list[str] = ()) -> dict | None:
     """The clone's record of ``preset`` into this checkout's results file; returns it (None when none was written).
     ``twins``: presets with the same settings digest that passed at this commit before it, recorded as
-    ``same_settings_as`` (DVC restored the stages they share from its run cache, so ``stages`` lists only what ran)."""
+    ``same_settings_as`` (DVC skipped the stages they share as up to date, so ``stages`` lists only what ran)."""
     theirs = json.loads((clone / RESULTS).read_text()).get("presets", {}) if (clone / RESULTS).is_file() else {}
     if theirs.get(preset, {}).get("commit") != short("HEAD", clone):  # none written: the clone's file is older
         return None

@@ -152,7 +152,7 @@ stage is behind the pipeline."""
 
 def annotate_over(runs: dict[str, dict[str, Any]]) -> bool:
     """Whether the pipeline is past the annotate stage, from its stages' MLflow runs so far (``_stage_runs``): the
-    annotate run ended, or (annotate restored from DVC's run cache, as for a settings twin) a later stage's run
+    annotate run ended, or (annotate skipped by DVC as up to date, as for a settings twin) a later stage's run
     began."""
     if "annotate" in runs:
         return runs["annotate"]["status"] != "RUNNING"

@@ -119,7 +119,7 @@ def test_presets_that_differ_only_in_what_the_rehearsal_replaces_share_a_setting
     ({"collect": {"status": "FINISHED"}, "annotate": {"status": "RUNNING"}}, False),
     ({"collect": {"status": "FINISHED"}, "annotate": {"status": "FINISHED"}}, True),
     ({"annotate": {"status": "FAILED"}}, True),
-    ({"rl-grpo": {"status": "RUNNING"}}, True),  # a twin: annotate restored from DVC's run cache
+    ({"rl-grpo": {"status": "RUNNING"}}, True),  # a twin: DVC skipped annotate as up to date
 ])
 def test_the_pipeline_is_past_annotate_only_once_its_run_ended_or_a_later_stage_began(runs: dict, over: bool) -> None:
     assert rehearsal.annotate_over(runs) is over
